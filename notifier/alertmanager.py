@@ -1,0 +1,59 @@
+"""Prometheus Alertmanager's webhook payload (version 4), turned into events."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .models import Event
+
+MAX_ALERTS = 1000
+_NOT_CATEGORY = re.compile(r"[^A-Za-z0-9_.:\-]+")
+_SEVERITIES = {"info": "info", "warning": "warning", "warn": "warning", "error": "error",
+               "critical": "critical", "page": "critical"}
+
+
+class Alert(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    status: str = "firing"
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    startsAt: str = ""
+    fingerprint: str = ""
+
+
+class Payload(BaseModel):
+    """The parts of the webhook body the gateway reads; the rest is ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    version: str = "4"
+    status: str = ""
+    alerts: list[Alert] = Field(max_length=MAX_ALERTS)
+
+
+def category_of(alert: Alert, label: str) -> str:
+    """The alert's category: the configured label, made a valid category name."""
+    raw = alert.labels.get(label) or "alertmanager"
+    return _NOT_CATEGORY.sub("_", raw)[:64] or "alertmanager"
+
+
+def to_event(alert: Alert, label: str) -> Event:
+    """One event per alert; a retried or repeated notification keeps the same dedup key."""
+    name = alert.labels.get("alertname", "alert")
+    instance = alert.labels.get("instance")
+    parts = [f"[{alert.status.upper()}] {name}" + (f" on {instance}" if instance else "")]
+    parts += [alert.annotations[k] for k in ("summary", "description") if alert.annotations.get(k)]
+    fields = {k: v[:1000] for k, v in sorted(alert.labels.items())
+              if k not in ("alertname", "instance") and k and len(k) <= 100}
+    identity = alert.fingerprint or "|".join(f"{k}={v}" for k, v in sorted(alert.labels.items()))
+    return Event(
+        category=category_of(alert, label),
+        text="\n".join(parts)[:3000],
+        title=f"{name} {alert.status}"[:150],
+        severity=_SEVERITIES.get(alert.labels.get("severity", "").lower(), "warning"),
+        fields=dict(list(fields.items())[:20]),
+        dedup_key=f"am:{identity}:{alert.status}:{alert.startsAt}"[:200],
+    )

@@ -1,0 +1,206 @@
+"""The aiohttp application: wiring (``cleanup_ctx``) and thin handlers."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
+
+from . import alertmanager, store
+from .delivery import Delivery
+from .errors import ApiError, error_middleware, json_response, retry_after_header
+from .limiter import Decision, Limiter
+from .metrics import METRICS, Metrics
+from .models import Event
+from .settings import Settings
+from .slack import make_sink
+from .views import limits_view, stats_view
+
+MAX_BODY = 64 * 1024
+READY_TIMEOUT = 1.0
+
+
+@dataclass
+class Gateway:
+    """Everything a handler needs, built once at start-up."""
+
+    settings: Settings
+    client: object
+    keys: store.Keys
+    scripts: store.Scripts
+    limiter: Limiter
+    metrics: Metrics
+
+
+SETTINGS = web.AppKey("settings", Settings)
+GATEWAY = web.AppKey("gateway", Gateway)
+
+
+async def gateway_ctx(app: web.Application):
+    """Open the store, Slack session and delivery worker; close them on shutdown."""
+    settings, metrics = app[SETTINGS], app[METRICS]
+    client = store.connect(settings)
+    keys, scripts = store.Keys(settings.key_prefix), store.Scripts(client)
+    limiter = Limiter(scripts, keys, settings)
+    app[GATEWAY] = Gateway(settings, client, keys, scripts, limiter, metrics)
+    async with aiohttp.ClientSession() as session:
+        delivery = Delivery(client, scripts, keys, settings, make_sink(settings, session), metrics)
+        await delivery.start()
+        yield
+        await delivery.stop()
+        await limiter.flush()
+    await client.aclose()
+
+
+def create_app(settings: Settings) -> web.Application:
+    """The gateway as an aiohttp application."""
+    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_BODY)
+    app[SETTINGS], app[METRICS] = settings, Metrics()
+    app.cleanup_ctx.append(gateway_ctx)
+    app.router.add_post("/v1/events", post_event)
+    app.router.add_post("/v1/alertmanager", post_alertmanager)
+    app.router.add_get("/v1/stats", get_stats)
+    app.router.add_get("/v1/limits", get_limits)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics_handler)
+    return app
+
+
+# -- request checks --------------------------------------------------------------
+
+
+def check_token(request: web.Request) -> None:
+    """With ``NOTIFIER_API_TOKENS`` set, require one of them as a bearer token (constant time)."""
+    tokens = request.app[SETTINGS].api_tokens
+    if not tokens:
+        return
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    given_bytes = given.strip().encode()
+    matched = False
+    for token in tokens:
+        matched |= hmac.compare_digest(given_bytes, token.encode())
+    if scheme.lower() != "bearer" or not matched:
+        raise ApiError(401, "missing or wrong bearer token")
+
+
+async def read_json(request: web.Request) -> object:
+    """The request body as JSON, refusing wrong types and oversized bodies before reading."""
+    check_token(request)
+    if request.content_type != "application/json":
+        raise ApiError(415, "Content-Type must be application/json")
+    if (request.content_length or 0) > MAX_BODY:
+        raise ApiError(413, f"body over {MAX_BODY} bytes")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge as exc:
+        raise ApiError(413, f"body over {MAX_BODY} bytes") from exc
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ApiError(400, f"body is not valid UTF-8 JSON: {exc}") from exc
+
+
+def validation_details(exc: ValidationError) -> list[dict]:
+    return [{"field": ".".join(map(str, e["loc"])) or "body", "message": e["msg"]} for e in exc.errors()]
+
+
+def parse_event(body: object, settings: Settings) -> Event:
+    """Validate a body into an :class:`Event`, or raise a 422 naming the fields."""
+    if not isinstance(body, dict):
+        raise ApiError(422, "body must be a JSON object", [{"field": "body", "message": "not an object"}])
+    try:
+        event = Event.model_validate(body)
+    except ValidationError as exc:
+        details = validation_details(exc)
+        raise ApiError(422, "invalid fields: " + ", ".join(d["field"] for d in details), details) from exc
+    if settings.categories is not None and event.category not in settings.categories:
+        raise ApiError(422, "invalid fields: category", [
+            {"field": "category", "message": f"unknown category {event.category!r}"}])
+    return event
+
+
+# -- handlers ----------------------------------------------------------------------
+
+
+async def decide(gateway: Gateway, event: Event) -> Decision:
+    """Run one event through the limiter and count the outcome."""
+    started = time.perf_counter()
+    decision = await gateway.limiter.admit(event)
+    gateway.metrics.admission_seconds.observe(time.perf_counter() - started)
+    outcome = decision.outcome
+    if outcome in ("dropped", "shadow"):
+        outcome = f"{'shadow_' if outcome == 'shadow' else ''}dropped_{decision.level}"
+    gateway.metrics.events.labels(event.category, outcome).inc()
+    return decision
+
+
+def decision_body(decision: Decision) -> dict:
+    if decision.outcome == "dropped":
+        return {"status": "dropped", "limit": decision.level, "rule": decision.rule,
+                "retry_after": decision.retry_after}
+    if decision.outcome == "shadow":
+        return {"status": "accepted", "id": decision.id, "shadow": {
+            "would_drop": True, "limit": decision.level, "rule": decision.rule}}
+    return {"status": decision.outcome, "id": decision.id}
+
+
+async def post_event(request: web.Request) -> web.Response:
+    gateway = request.app[GATEWAY]
+    event = parse_event(await read_json(request), gateway.settings)
+    decision = await decide(gateway, event)
+    body = decision_body(decision)
+    if decision.outcome == "dropped":
+        return json_response(body, 429, retry_after_header(decision.retry_after))
+    return json_response(body, 200 if decision.outcome == "duplicate" else 202)
+
+
+async def post_alertmanager(request: web.Request) -> web.Response:
+    gateway = request.app[GATEWAY]
+    body = await read_json(request)
+    try:
+        payload = alertmanager.Payload.model_validate(body)
+        label = gateway.settings.alertmanager_category_label
+        events = [alertmanager.to_event(alert, label) for alert in payload.alerts]
+    except ValidationError as exc:
+        raise ApiError(422, "not an Alertmanager webhook payload", validation_details(exc)) from exc
+    decisions = await asyncio.gather(*(decide(gateway, e) for e in events))
+    results = [dict(decision_body(d), category=e.category, fingerprint=a.fingerprint)
+               for d, e, a in zip(decisions, events, payload.alerts)]
+    return json_response({"status": "ok", "results": results})
+
+
+async def get_stats(request: web.Request) -> web.Response:
+    gateway = request.app[GATEWAY]
+    await gateway.limiter.flush()
+    return json_response(await stats_view(gateway.client, gateway.keys))
+
+
+async def get_limits(request: web.Request) -> web.Response:
+    gateway = request.app[GATEWAY]
+    return json_response(await limits_view(gateway.client, gateway.scripts, gateway.keys, gateway.settings))
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    client = request.app[GATEWAY].client
+    try:
+        await asyncio.wait_for(client.ping(), READY_TIMEOUT)
+    except Exception as exc:  # any failure to answer means not ready
+        return json_response({"status": "unavailable", "error": str(exc) or type(exc).__name__}, 503)
+    return json_response({"status": "ready"})
+
+
+async def metrics_handler(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[METRICS].registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -1,0 +1,62 @@
+"""Domain errors and the one middleware that turns them into HTTP answers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+
+from aiohttp import web
+
+from .metrics import METRICS
+from .store import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+STORE_RETRY_AFTER = 2  # seconds a client should wait when the store is unreachable
+
+
+class ApiError(Exception):
+    """A request the gateway refuses before deciding anything; nothing was counted."""
+
+    def __init__(self, status: int, error: str, details: list | None = None) -> None:
+        super().__init__(error)
+        self.status, self.error, self.details = status, error, details or []
+
+
+def json_response(body: dict, status: int = 200, headers: dict | None = None) -> web.Response:
+    return web.Response(text=json.dumps(body), status=status, headers=headers,
+                        content_type="application/json")
+
+
+def retry_after_header(seconds: float) -> dict[str, str]:
+    """``Retry-After`` in whole seconds, rounded up (at least 1)."""
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
+    """Map domain errors (and aiohttp's own) to JSON answers; never leak a traceback."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return _refused(request, exc.status, {"error": exc.error, "details": exc.details})
+    except StoreUnavailable as exc:
+        log.warning("store unavailable: %s", exc)
+        return _refused(request, 503, {"error": "store unavailable, try again later"},
+                        retry_after_header(STORE_RETRY_AFTER))
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return _refused(request, exc.status, {"error": exc.reason}, {
+            k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After")})
+    except Exception:
+        log.exception("unexpected error on %s %s", request.method, request.path)
+        return json_response({"error": "internal error"}, 500)
+
+
+def _refused(request: web.Request, status: int, body: dict, headers: dict | None = None) -> web.Response:
+    metrics = request.app.get(METRICS)
+    if metrics is not None:
+        metrics.rejected.labels(str(status)).inc()
+    return json_response(body, status, headers)

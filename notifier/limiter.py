@@ -1,0 +1,199 @@
+"""Admission: the hierarchical limiter, batching concurrent events into one script call.
+
+Concurrent requests are coalesced: every event that arrives while a call is in
+flight rides in the next one, in arrival order, each with its own answer, so
+the limiter costs one round trip per batch rather than per event.
+
+A sliding log loses entries only with time, so a level Redis reported full
+stays full at least for the wait it returned. Until then this replica refuses
+events of that level itself, exactly, without a round trip; the refusals are
+still written to the shared counters with the next call (or within
+``FLUSH_DELAY``, and before ``/v1/stats`` answers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass
+
+from .models import Event
+from .rules import rule_args
+from .settings import Settings
+from .store import Keys, Scripts, StoreUnavailable, run
+
+MAX_BATCH = 256
+FLUSH_DELAY = 0.05
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The limiter's answer for one event."""
+
+    outcome: str  # accepted | dropped | duplicate | shadow
+    id: str
+    level: str = ""
+    rule: str = ""
+    retry_after: float = 0.0
+
+
+@dataclass
+class _Pending:
+    event: Event
+    id: str
+    future: asyncio.Future | None  # None for a refusal decided locally
+    forced: tuple[str, int, int] | None = None  # level, rule index, wait in us
+
+
+class Limiter:
+    """Decides each event against the global and category levels in one atomic call."""
+
+    def __init__(self, scripts: Scripts, keys: Keys, settings: Settings) -> None:
+        self._scripts, self._keys, self._settings = scripts, keys, settings
+        self._head = rule_args(settings.global_limit) + [
+            settings.digest_interval * 1000 if settings.digest_interval else 0,
+            1 if settings.shadow else 0,
+        ]
+        self._queue: list[_Pending] = []
+        self._busy = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._blocked: dict[str, tuple[float, str, int]] = {}  # level -> (until, level, rule)
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def admit(self, event: Event) -> Decision:
+        """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down."""
+        event_id = uuid.uuid4().hex
+        local = self._local_refusal(event, event_id)
+        if local:
+            return local
+        future = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(event, event_id, future))
+        self._schedule(0)
+        return await future
+
+    async def flush(self, timeout: float = 2.0) -> None:
+        """Write pending local refusals to the shared counters (waits at most ``timeout``)."""
+        if self._queue or self._busy:
+            self._idle.clear()
+            self._schedule(0)
+            try:
+                await asyncio.wait_for(self._idle.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    def _local_refusal(self, event: Event, event_id: str) -> Decision | None:
+        if self._settings.shadow:
+            return None
+        now = time.monotonic()
+        for name in ("global", "category:" + event.category):
+            until, level, rule = self._blocked.get(name, (0.0, "", 0))
+            if until > now:
+                wait_us = int((until - now) * 1e6)
+                self._queue.append(_Pending(event, event_id, None, (level, rule, wait_us)))
+                self._schedule(FLUSH_DELAY)
+                return self._dropped(event_id, event.category, level, rule, wait_us)
+        return None
+
+    def _schedule(self, delay: float) -> None:
+        """Start the next call after ``delay`` unless one is in flight or due sooner."""
+        loop = asyncio.get_running_loop()
+        if self._busy or (self._timer and self._timer.when() <= loop.time() + delay):
+            return
+        if self._timer:
+            self._timer.cancel()
+        self._timer = loop.call_later(delay, self._start)
+
+    def _start(self) -> None:
+        self._timer = None
+        if not self._queue:
+            self._idle.set()
+            return
+        batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+        self._busy = True
+        asyncio.get_running_loop().create_task(self._call(batch))
+
+    async def _call(self, batch: list[_Pending]) -> None:
+        sent = time.monotonic()
+        try:
+            results = await self._run(batch)
+        except StoreUnavailable as exc:
+            self._fail(batch, exc)
+        except BaseException as exc:  # never leave a request waiting forever
+            self._fail(batch, StoreUnavailable(repr(exc)))
+            raise
+        else:
+            for item, result in zip(batch, results):
+                self._settle(item, result, sent)
+        finally:
+            self._busy = False
+            if any(p.future for p in self._queue):
+                self._schedule(0)
+            elif self._queue:
+                self._schedule(FLUSH_DELAY)
+            else:
+                self._idle.set()
+
+    async def _run(self, batch: list[_Pending]) -> list:
+        keys = [self._keys.global_log, self._keys.outbox, self._keys.stats,
+                self._keys.categories, self._keys.digest_due]
+        args = list(self._head)
+        for item in batch:
+            event, settings = item.event, self._settings
+            channel = settings.channel_for(event.category)
+            keys += [self._keys.category_log(event.category),
+                     self._keys.dedup(event.category, event.dedup_key or ""),
+                     self._keys.suppressed(channel)]
+            level, rule, wait = item.forced or ("", 0, 0)
+            args += [item.id, event.category, channel, 1 if event.dedup_key else 0,
+                     level, rule, wait, _payload(item.id, event)]
+            args += rule_args(settings.rules_for(event.category))
+        return await run(self._scripts.admit, keys, args)
+
+    def _fail(self, batch: list[_Pending], exc: StoreUnavailable) -> None:
+        # The store may have restarted empty: what we knew about full levels is void.
+        self._blocked.clear()
+        for item in batch:
+            if item.future is None:
+                self._queue.append(item)  # keep local refusals until they are counted
+            elif not item.future.done():
+                item.future.set_exception(exc)
+
+    def _settle(self, item: _Pending, result: list, sent: float) -> None:
+        outcome, first_id, level = (_text(v) for v in result[:3])
+        global_wait, global_rule, category_wait, category_rule = (int(v) for v in result[3:])
+        if outcome == "dropped" and item.future is not None:
+            # Measured from when the call was sent, which is no later than Redis's
+            # clock at execution, so a local refusal never outlasts the real one.
+            if global_wait:
+                self._blocked["global"] = (sent + global_wait / 1e6, "global", global_rule)
+            if category_wait:
+                name = "category:" + item.event.category
+                self._blocked[name] = (sent + category_wait / 1e6, "category", category_rule)
+        if item.future is None or item.future.done():
+            return
+        if outcome in ("dropped", "shadow"):
+            wait, rule = (global_wait, global_rule) if level == "global" else (category_wait, category_rule)
+            decision = self._dropped(item.id, item.event.category, level, rule, wait)
+            if outcome == "shadow":
+                decision = Decision("shadow", item.id, decision.level, decision.rule, decision.retry_after)
+        else:
+            decision = Decision(outcome, first_id)
+        item.future.set_result(decision)
+
+    def _dropped(self, event_id: str, category: str, level: str, rule: int, wait_us: int) -> Decision:
+        rules = self._settings.global_limit if level == "global" else self._settings.rules_for(category)
+        return Decision("dropped", event_id, level, rules[max(rule, 1) - 1].text, round(wait_us / 1e6, 3))
+
+
+def _payload(event_id: str, event: Event) -> str:
+    body = event.model_dump(exclude_none=True)
+    body["id"] = event_id
+    body["received_at"] = time.time()
+    return json.dumps(body, separators=(",", ":"))
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
