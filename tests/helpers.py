@@ -1,0 +1,160 @@
+"""Real parts for the tests: redis-server, gateway processes, programs from Debian packages.
+
+A missing program skips the test on a developer machine and fails it in CI
+(``CI=true``), where ``.ci/run`` must have installed it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def need(program: str) -> str:
+    """The path of ``program``; skip without it, except in CI where that is a failure."""
+    path = shutil.which(program) or next(
+        (p for p in (f"/usr/sbin/{program}", f"/usr/bin/{program}") if os.path.exists(p)), None)
+    if path:
+        return path
+    if IN_CI:
+        pytest.fail(f"{program} is not installed; .ci/run must install it")
+    pytest.skip(f"{program} is not installed")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class RedisServer:
+    """A throw-away redis-server on a free port, no persistence."""
+
+    def __init__(self, port: int | None = None, extra: list[str] | None = None) -> None:
+        self.port = port or free_port()
+        self.dir = tempfile.mkdtemp(prefix="notifier-redis-")
+        self.extra = extra or []
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> "RedisServer":
+        binary = need("redis-server")
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir, "--daemonize", "no", *self.extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(self.ping, 10, what=f"redis-server on {self.port}")
+        return self
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc and self.proc.poll() is None:
+            (self.proc.kill if kill else self.proc.terminate)()
+            self.proc.wait(10)
+
+
+def http(method: str, url: str, body: object = None, headers: dict | None = None,
+         timeout: float = 10.0) -> tuple[int, dict, dict]:
+    """A blocking HTTP call: (status, JSON body or {}, headers)."""
+    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    request = urllib.request.Request(url, data=data, method=method, headers={
+        "Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            raw, status, head = response.read(), response.status, dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        raw, status, head = exc.read(), exc.code, dict(exc.headers)
+    try:
+        parsed = json.loads(raw) if raw else {}
+    except ValueError:
+        parsed = {"_raw": raw.decode(errors="replace")}
+    return status, parsed, head
+
+
+class Gateway:
+    """``notifier serve`` as a user runs it: the installed console script, in its own process."""
+
+    def __init__(self, env: dict[str, str], port: int | None = None, wrapper: list[str] | None = None,
+                 log_dir: str | None = None) -> None:
+        self.port = port or free_port()
+        self.env = {**os.environ, "NOTIFIER_HOST": "127.0.0.1", "NOTIFIER_PORT": str(self.port),
+                    "PYTHONUNBUFFERED": "1", **env}
+        self.wrapper = wrapper or []
+        self.log_path = Path(log_dir or tempfile.mkdtemp(prefix="notifier-gw-")) / f"gateway-{self.port}.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, ready: bool = True) -> "Gateway":
+        command = shutil.which("notifier")
+        argv = [command, "serve"] if command else [sys.executable, "-m", "notifier", "serve"]
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.wrapper + argv, env=self.env, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        path = "/readyz" if ready else "/healthz"
+        wait_for(lambda: self._ok(path), 20, what=f"gateway on {self.port}{path}")
+        return self
+
+    def _ok(self, path: str) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"gateway exited with {self.proc.returncode}:\n{self.output()}")
+        try:
+            return http("GET", self.url + path, timeout=1)[0] == 200
+        except OSError:
+            return False
+
+    def post(self, body: object, path: str = "/v1/events", **kwargs):
+        return http("POST", self.url + path, body, **kwargs)
+
+    def get(self, path: str):
+        return http("GET", self.url + path)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, kill: bool = False, timeout: float = 15) -> int | None:
+        if self.proc and self.proc.poll() is None:
+            (self.proc.kill if kill else self.proc.terminate)()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode if self.proc else None
