@@ -76,8 +76,9 @@ class SlackApiSink:
                 channel=message.channel, text=message.text, blocks=message.blocks or None,
                 link_names=False, unfurl_links=False, unfurl_media=False)
         except SlackApiError as exc:
-            raise _classify(exc.response.status_code, exc.response.headers,
-                            str(exc.response.get("error", ""))) from exc
+            data = exc.response.data  # a dict, or the raw text of a non-JSON error page
+            error = str(data.get("error", "")) if isinstance(data, dict) else ""
+            raise _classify(exc.response.status_code, exc.response.headers, error) from exc
         except (SlackClientError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise Transient(f"{type(exc).__name__}: {exc}") from exc
 

@@ -68,6 +68,7 @@ class SlackStandin:
 
     def stop(self) -> None:
         if self._loop:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
             self._loop.call_soon_threadsafe(self._loop.stop)
 
     def _run(self) -> None:
@@ -75,7 +76,7 @@ class SlackStandin:
         app = web.Application()
         app.router.add_post("/api/chat.postMessage", self._post_message)
         app.router.add_post("/services/{path:.*}", self._webhook)
-        runner = web.AppRunner(app, access_log=None)
+        runner = self._runner = web.AppRunner(app, access_log=None)
         self._loop.run_until_complete(runner.setup())
         site = web.TCPSite(runner, "127.0.0.1", 0)
         self._loop.run_until_complete(site.start())
