@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from . import alertmanager, store
 from .delivery import Delivery
+from .fallback import Fallback, make_fallback
 from .errors import ApiError, error_middleware, json_response, retry_after_header
 from .limiter import Decision, Limiter
 from .metrics import METRICS, Metrics
@@ -37,6 +38,7 @@ class Gateway:
     scripts: store.Scripts
     limiter: Limiter
     metrics: Metrics
+    fallback: Fallback | None = None  # NOTIFIER_ON_STORE_ERROR=fail_open
 
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -49,13 +51,16 @@ async def gateway_ctx(app: web.Application):
     client = store.connect(settings)
     keys, scripts = store.Keys(settings.key_prefix), store.Scripts(client)
     limiter = Limiter(scripts, keys, settings)
-    app[GATEWAY] = Gateway(settings, client, keys, scripts, limiter, metrics)
+    fallback = make_fallback(settings, client, keys, metrics.registry)
+    app[GATEWAY] = Gateway(settings, client, keys, scripts, limiter, metrics, fallback)
     async with aiohttp.ClientSession() as session:
         delivery = Delivery(client, scripts, keys, settings, make_sink(settings, session), metrics)
         await delivery.start()
         yield
         await delivery.stop()
         await limiter.flush()
+        if fallback:
+            await fallback.close()
     await client.aclose()
 
 
@@ -133,7 +138,12 @@ def parse_event(body: object, settings: Settings) -> Event:
 async def decide(gateway: Gateway, event: Event) -> Decision:
     """Run one event through the limiter and count the outcome."""
     started = time.perf_counter()
-    decision = await gateway.limiter.admit(event)
+    try:
+        decision = await gateway.limiter.admit(event)
+    except store.StoreUnavailable:
+        if gateway.fallback is None:
+            raise
+        decision = gateway.fallback.admit(event)
     gateway.metrics.admission_seconds.observe(time.perf_counter() - started)
     outcome = decision.outcome
     if outcome in ("dropped", "shadow"):
