@@ -102,13 +102,51 @@ async def read_json(request: web.Request) -> object:
     if request.content_type != "application/json":
         raise ApiError(415, "Content-Type must be application/json")
     if (request.content_length or 0) > MAX_BODY:
-        raise ApiError(413, f"body over {MAX_BODY} bytes")
+        raise ApiError(413, f"body over 64 KiB ({MAX_BODY} bytes)")
     try:
-        raw = await request.read()
+        raw = await request.read()  # client_max_size stops a chunked body at 64 KiB
     except web.HTTPRequestEntityTooLarge as exc:
-        raise ApiError(413, f"body over {MAX_BODY} bytes") from exc
+        raise ApiError(413, f"body over 64 KiB ({MAX_BODY} bytes)") from exc
+    return decode_json(raw)
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    # Two values for one key are read differently by different parsers: refuse them.
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
+def decode_json(raw: bytes) -> object:
+    """Strict JSON: UTF-8, no NaN/Infinity, finite numbers, no duplicate keys, bounded nesting."""
     try:
-        return json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates,
+                          parse_constant=_no_constant, parse_float=_finite)
+    except _DuplicateKey as exc:
+        raise ApiError(422, f"invalid fields: {exc.key} (duplicate key)", [
+            {"field": exc.key, "message": "duplicate key"}]) from exc
+    except RecursionError as exc:
+        raise ApiError(400, "body is not acceptable JSON: nested too deeply") from exc
     except (UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, f"body is not valid UTF-8 JSON: {exc}") from exc
 
