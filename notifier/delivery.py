@@ -121,7 +121,9 @@ class Delivery:
                 await asyncio.sleep(0.05)  # the embedded store cannot block on reads
 
     async def _read(self, start: str) -> list:
-        block = None if self._embedded or start != ">" else 1000
+        # Block for half the socket timeout: a block as long as the timeout makes every idle
+        # read end in a TimeoutError (and, on a cluster client, a slot-map refresh).
+        block = None if self._embedded or start != ">" else max(1, min(1000, self._settings.redis_timeout // 2))
         try:
             reply = await self._client.xreadgroup(GROUP, self._consumer, {self._keys.outbox: start},
                                                   count=READ_COUNT, block=block)

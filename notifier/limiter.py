@@ -59,6 +59,7 @@ class Limiter:
         self._queue: list[_Pending] = []
         self._busy = False
         self._timer: asyncio.TimerHandle | None = None
+        self._due = 0.0
         self._blocked: dict[str, tuple[float, str, int]] = {}  # level -> (until, level, rule)
         self._idle = asyncio.Event()
         self._idle.set()
@@ -100,11 +101,13 @@ class Limiter:
     def _schedule(self, delay: float) -> None:
         """Start the next call after ``delay`` unless one is in flight or due sooner."""
         loop = asyncio.get_running_loop()
-        if self._busy or (self._timer and self._timer.when() <= loop.time() + delay):
+        due = loop.time() + delay
+        if self._busy or (self._timer and self._due <= due):
             return
         if self._timer:
             self._timer.cancel()
-        self._timer = loop.call_later(delay, self._start)
+        # The due time is kept here: uvloop's call_later(0) returns a Handle without when().
+        self._timer, self._due = loop.call_later(delay, self._start), due
 
     def _start(self) -> None:
         self._timer = None

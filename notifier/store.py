@@ -76,7 +76,9 @@ def connect(settings: Settings) -> redis.Redis:
     timeout = settings.redis_timeout / 1000
     options = dict(socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=0)
     if settings.redis_cluster:
-        return RedisCluster.from_url(settings.redis_url, **options)
+        # One immediate retry, after the client re-read the slot map, rides out a failover
+        # or a moved slot; the default (three, with backoff) would stall requests for seconds.
+        return RedisCluster.from_url(settings.redis_url, retry=Retry(NoBackoff(), 1), **options)
     return redis.Redis.from_url(settings.redis_url, retry=Retry(NoBackoff(), 0), **options)
 
 

@@ -1,0 +1,186 @@
+"""The gateway on a real 3-master Redis Cluster that the test makes itself.
+
+Every key of a deployment carries the hash tag ``{prefix}``, so one deployment
+lives in one slot (its limits are checked atomically there), and deployments
+with other key prefixes spread over the other masters.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from helpers import Gateway, RedisServer, free_port, need, wait_for
+from slack_standin import TOKEN
+
+MASTERS = 3
+
+
+def cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) is a valid, free port too."""
+    while True:
+        port = free_port()
+        if port + 10000 <= 65535 and _free(port + 10000):
+            return port
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+class Cluster:
+    """Three cluster-enabled redis-servers joined with ``redis-cli --cluster create``."""
+
+    def __init__(self) -> None:
+        self.nodes: list[RedisServer] = []
+
+    def start(self) -> "Cluster":
+        cli = need("redis-cli")
+        for _ in range(MASTERS):
+            node = RedisServer(port=cluster_port(),
+                               extra=["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"])
+            # The cluster config file is written by the node: keep it in the node's temp dir.
+            node.extra += ["--cluster-config-file", f"{node.dir}/nodes.conf"]
+            self.nodes.append(node.start())
+        addresses = [f"127.0.0.1:{n.port}" for n in self.nodes]
+        subprocess.run([cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+                       check=True, capture_output=True, timeout=60)
+        wait_for(self._all_ok, 30, 0.2, what="cluster_state:ok on every node")
+        return self
+
+    def _all_ok(self) -> bool:
+        return all(self._state(n) == "ok" for n in self.nodes)
+
+    def _state(self, node: RedisServer) -> str:
+        client = self.node_client(node)
+        try:
+            return client.execute_command("CLUSTER INFO").get("cluster_state", "")
+        finally:
+            client.close()
+
+    @staticmethod
+    def node_client(node: RedisServer) -> redis.Redis:
+        return redis.Redis(port=node.port, decode_responses=True)
+
+    @property
+    def seed_url(self) -> str:
+        return f"redis://127.0.0.1:{self.nodes[0].port}/0"
+
+    def client(self) -> RedisCluster:
+        return RedisCluster(host="127.0.0.1", port=self.nodes[0].port, decode_responses=True)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+            shutil.rmtree(node.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    need("redis-server")
+    made = Cluster()
+    try:
+        yield made.start()
+    finally:
+        made.stop()
+
+
+def start_gateway(cluster: Cluster, slack, prefix: str, **env: str) -> Gateway:
+    settings = {
+        "NOTIFIER_REDIS_URL": cluster.seed_url, "NOTIFIER_REDIS_CLUSTER": "true",
+        "NOTIFIER_KEY_PREFIX": prefix, "NOTIFIER_SLACK_BOT_TOKEN": TOKEN,
+        "NOTIFIER_SLACK_API_URL": slack.api_url, "NOTIFIER_SLACK_CHANNEL": "#alerts",
+        "NOTIFIER_CHANNEL_RATE": "1000/1s", "NOTIFIER_DIGEST_INTERVAL": "0", **env}
+    return Gateway(settings, log_dir=tempfile.mkdtemp(prefix="notifier-cluster-")).start()
+
+
+def keys_of(client: RedisCluster, prefix: str) -> list[str]:
+    return list(client.scan_iter(match=f"{prefix}:*", target_nodes=RedisCluster.ALL_NODES))
+
+
+def fire(gateway: Gateway, texts_by_category: list[tuple[str, str]]) -> list[tuple[str, str, int, dict]]:
+    """POST every event concurrently; (category, text, status, body) of each."""
+    def send(item):
+        category, text = item
+        status, body, _ = gateway.post({"category": category, "text": text})
+        return category, text, status, body
+
+    with ThreadPoolExecutor(16) as pool:
+        return list(pool.map(send, texts_by_category))
+
+
+def test_gateway_on_cluster_admits_exactly_and_keeps_one_slot(cluster, slack):
+    prefix = "cl-a"
+    gateway = start_gateway(cluster, slack, prefix, NOTIFIER_GLOBAL_LIMIT="12/30m",
+                            NOTIFIER_CATEGORY_LIMIT="5/30m")
+    try:
+        assert gateway.get("/readyz")[0] == 200
+        categories = ["db", "web", "auth"]
+        answers = fire(gateway, [(categories[i % 3], f"cl-event-{i}") for i in range(60)])
+        accepted = [(c, t) for c, t, status, _ in answers if status == 202]
+        assert len(accepted) == 12, [(s, b) for *_, s, b in answers if s != 202]
+        assert all(sum(c == k for c, _ in accepted) <= 5 for k in categories)
+        assert all(status in (202, 429) for _, _, status, _ in answers)
+        assert {body["limit"] for *_, status, body in answers if status == 429} <= {"global", "category"}
+
+        wanted = sorted(t for _, t in accepted)
+        wait_for(lambda: len(_delivered(slack, "cl-event")) >= 12, 20, what="12 deliveries")
+        assert sorted(_delivered(slack, "cl-event")) == wanted  # each exactly once
+
+        stats = gateway.get("/v1/stats")[1]
+        assert stats["accepted"] == 12 and stats["dropped"] == 48
+        limits = gateway.get("/v1/limits")
+        assert limits[0] == 200
+
+        client = cluster.client()
+        try:
+            keys = keys_of(client, prefix)
+            assert len(keys) >= 5  # logs, outbox, stats, categories, pace...
+            slots = {client.keyslot(k) for k in keys}
+            assert len(slots) == 1, slots
+            # The server agrees with redis-py about the slot.
+            assert client.cluster_keyslot(keys[0]) == slots.pop()
+        finally:
+            client.close()
+    finally:
+        gateway.stop()
+
+
+def test_deployments_with_other_prefixes_spread_over_the_masters(cluster, slack):
+    """Two deployments on one cluster: each in one slot, on different slots, limits apart."""
+    gateways = [start_gateway(cluster, slack, prefix, NOTIFIER_GLOBAL_LIMIT="3/30m")
+                for prefix in ("team-red", "team-blue")]
+    try:
+        for gateway in gateways:
+            statuses = [gateway.post({"category": "x", "text": f"{gateway.port}-{i}"})[0] for i in range(5)]
+            assert statuses.count(202) == 3  # each deployment has its own limits
+        client = cluster.client()
+        try:
+            slots = [{client.keyslot(k) for k in keys_of(client, p)} for p in ("team-red", "team-blue")]
+            assert all(len(s) == 1 for s in slots)
+            assert slots[0] != slots[1]
+            nodes = {client.get_node_from_key(f"{p}:{{{p}}}:x").name for p in ("team-red", "team-blue")}
+            assert len(nodes) == 2  # these two prefixes hash to different masters
+        finally:
+            client.close()
+    finally:
+        for gateway in gateways:
+            gateway.stop()
+
+
+def _delivered(slack, marker: str) -> list[str]:
+    pattern = re.compile(re.escape(marker) + r"-\d+")
+    return [m.group() for m in (pattern.search(r.text) for r in slack.received()) if m]
