@@ -88,7 +88,8 @@ def check_token(request: web.Request) -> None:
     if not tokens:
         return
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    given_bytes = given.strip().encode()
+    # A header with undecodable bytes arrives with surrogates; keep them as bytes, never a 500.
+    given_bytes = given.strip().encode("utf-8", "surrogateescape")
     matched = False
     for token in tokens:
         matched |= hmac.compare_digest(given_bytes, token.encode())
