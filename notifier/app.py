@@ -20,6 +20,7 @@ from .errors import ApiError, error_middleware, json_response, retry_after_heade
 from .limiter import Decision, Limiter
 from .metrics import METRICS, Metrics
 from .models import Event
+from .openapi import openapi_handler
 from .settings import Settings
 from .slack import make_sink
 from .views import limits_view, stats_view
@@ -76,6 +77,7 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_handler)
+    app.router.add_get("/openapi.json", openapi_handler)
     return app
 
 

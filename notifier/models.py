@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from .settings import CATEGORY_PATTERN
 
 Severity = Literal["info", "warning", "error", "critical"]
+FieldName = Annotated[str, Field(min_length=1, max_length=100)]
+FieldValue = Annotated[str, Field(max_length=1000)]
 
 
 class Event(BaseModel):
@@ -20,16 +22,9 @@ class Event(BaseModel):
     text: str = Field(min_length=1, max_length=3000)
     title: str | None = Field(None, max_length=150)
     severity: Severity = "info"
-    fields: dict[str, str] = Field(default_factory=dict, max_length=20)
+    # Bounds as types (not a validator), so /openapi.json states them too.
+    fields: dict[FieldName, FieldValue] = Field(default_factory=dict, max_length=20)
     dedup_key: str | None = Field(None, min_length=1, max_length=200)
-
-    @field_validator("fields")
-    @classmethod
-    def _bounded_fields(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, text in value.items():
-            if not 1 <= len(name) <= 100 or len(text) > 1000:
-                raise ValueError("field names are 1-100 characters and values up to 1000")
-        return value
 
 
 class Accepted(BaseModel):
