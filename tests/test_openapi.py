@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, settings
 from helpers import Gateway
 from notifier.openapi import spec
 
-EXAMPLES = 40  # per operation; bounded so the run stays well under 40 s
+EXAMPLES = 60  # per operation; bounded so the run stays well under 40 s
 SCHEMA = schemathesis.openapi.from_dict(spec())
 
 

@@ -104,3 +104,43 @@ async def test_unreachable_store_is_503_not_a_hang(aiohttp_client, blackhole, ta
         assert response.status == 503 and "Retry-After" in response.headers
     assert (await client.get("/readyz")).status == 503
     assert (await client.get("/healthz")).status == 200
+
+
+def test_redis_frozen_then_thawed(own_redis):
+    """SIGSTOP: connections stay open but nothing answers; after SIGCONT no stale reply is misread."""
+    import os
+    import signal
+
+    gateway = Gateway(gateway_env(own_redis, NOTIFIER_CATEGORY_LIMIT="1000/1m")).start()
+    try:
+        assert gateway.post(EVENT)[0] == 202
+        os.kill(own_redis.proc.pid, signal.SIGSTOP)
+        try:
+            for _ in range(3):
+                status, _, headers = gateway.post(EVENT)
+                assert status == 503 and "Retry-After" in headers
+            assert gateway.get("/readyz")[0] == 503 and gateway.get("/healthz")[0] == 200
+        finally:
+            os.kill(own_redis.proc.pid, signal.SIGCONT)
+        wait_for(posted(gateway, EVENT, 202), 20, interval=0.2, what="POST after SIGCONT")
+        # Every answer now belongs to its own request: ids are fresh, stats add up.
+        before = gateway.get("/v1/stats")[1]["accepted"]
+        ids = {gateway.post({**EVENT, "text": f"n{i}"})[1]["id"] for i in range(20)}
+        assert len(ids) == 20
+        assert gateway.get("/v1/stats")[1]["accepted"] == before + 20
+    finally:
+        gateway.stop()
+
+
+def test_local_limiter_scales_rules_to_replicas():
+    from notifier.fallback import LocalWindow, scaled
+    from notifier.rules import parse_rules
+
+    assert [r[0] for r in scaled(parse_rules("10/1m,3/1s,1/1h"), 4)] == [3, 1, 1]
+    window = LocalWindow(scaled(parse_rules("4/10s"), 2))
+    window.add(100.0)
+    assert window.wait(101.0) == (0.0, "")
+    window.add(101.0)
+    wait, rule = window.wait(102.0)
+    assert rule == "2/10s" and wait == pytest.approx(8.0)
+    assert window.wait(110.5) == (0.0, "")
