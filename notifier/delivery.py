@@ -30,7 +30,7 @@ from .messages import digest_message, event_message
 from .metrics import Metrics
 from .settings import Settings
 from .slack import Message, Permanent, RateLimited, Transient
-from .store import Keys, Scripts, is_embedded
+from .store import Keys, Scripts, is_embedded, server_time
 
 log = logging.getLogger(__name__)
 
@@ -292,7 +292,7 @@ class Delivery:
         oldest = summary.get("min")
         if oldest:
             ms = int(_text(oldest).split("-")[0])
-            seconds, micros = await self._client.time()
+            seconds, micros = await server_time(self._client, self._keys.outbox)
             self._metrics.oldest_pending_seconds.set(max(0.0, seconds + micros / 1e6 - ms / 1000))
         else:
             self._metrics.oldest_pending_seconds.set(0)
@@ -308,7 +308,7 @@ class Delivery:
                 await self._store_trouble("claiming digests", exc)
 
     async def _claim_digests(self) -> None:
-        seconds, micros = await self._client.time()
+        seconds, micros = await server_time(self._client, self._keys.outbox)
         due = await self._client.zrangebyscore(self._keys.digest_due, "-inf", seconds * 1_000_000 + micros)
         for channel in map(_text, due):
             keys = [self._keys.digest_due, self._keys.suppressed(channel), self._keys.outbox]

@@ -97,6 +97,18 @@ def is_embedded(client: redis.Redis) -> bool:
     return type(client).__module__.startswith("fakeredis")
 
 
+async def server_time(client: redis.Redis, key: str) -> tuple[int, int]:
+    """Redis ``TIME`` (seconds, microseconds) of the node holding ``key``.
+
+    The scripts read the clock of the node that owns the deployment's slot; on a
+    cluster a bare ``TIME`` would go to any node, with a clock of its own.
+    """
+    if isinstance(client, RedisCluster):
+        await client.initialize()  # no-op once the slot map is known
+        return await client.time(target_nodes=client.get_node_from_key(key))
+    return await client.time()
+
+
 class Scripts:
     """The Lua scripts, read once and run through redis-py's EVALSHA/NOSCRIPT handling."""
 

@@ -184,3 +184,18 @@ def test_deployments_with_other_prefixes_spread_over_the_masters(cluster, slack)
 def _delivered(slack, marker: str) -> list[str]:
     pattern = re.compile(re.escape(marker) + r"-\d+")
     return [m.group() for m in (pattern.search(r.text) for r in slack.received()) if m]
+
+
+def test_digest_of_drops_on_cluster(cluster, slack):
+    """Digest bookkeeping and the digest clock (the slot node's TIME) work on a cluster."""
+    gateway = start_gateway(cluster, slack, "cl-digest", NOTIFIER_CATEGORY_LIMIT="2/30m",
+                            NOTIFIER_DIGEST_INTERVAL="1s")
+    try:
+        statuses = [gateway.post({"category": "noisy", "text": f"noisy-{i}"})[0] for i in range(5)]
+        assert statuses == [202, 202, 429, 429, 429]
+        digests = lambda: [m.text for m in slack.received() if "Suppressed" in m.text]  # noqa: E731
+        wait_for(digests, 15, what="a digest")
+        assert len(digests()) == 1 and "Suppressed 3" in digests()[0]
+        assert sorted(_delivered(slack, "noisy")) == ["noisy-0", "noisy-1"]
+    finally:
+        gateway.stop()
