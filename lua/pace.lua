@@ -7,7 +7,8 @@
 -- KEYS[1] last slot of the channel (string, time in us)
 -- KEYS[2] cooldown of the channel, KEYS[3] cooldown of the whole workspace
 --         (strings whose TTL is the time left)
--- ARGV[1] spacing between two messages of the channel, in us
+-- ARGV[1] spacing between two messages of the channel, in us (the worker makes it
+--         a little wider than the configured rate, see SPACING_MARGIN)
 --
 -- Returns the time to wait before sending, in us.
 

@@ -38,6 +38,9 @@ GROUP = "delivery"
 READ_COUNT = 32
 MAX_HELD = 512  # entries one replica holds at once; the rest wait in the stream for others
 STORE_RETRY = 0.5
+# Slots are spaced this much wider than the rate: a send that wakes late (a loaded host,
+# a slow network) must not land within one window of the next one's on-time send.
+SPACING_MARGIN = 1.1
 NO_GROUP = ("NOGROUP", "requires the key to exist")  # Redis's wording, the embedded store's
 
 
@@ -63,13 +66,14 @@ class Delivery:
         self._client, self._scripts, self._keys = client, scripts, keys
         self._settings, self._sink, self._metrics = settings, sink, metrics
         self._consumer = settings.consumer_name
-        self._spacing_us = settings.channel_rate[0].window_ms * 1000 * 1.05 / settings.channel_rate[0].count
+        self._spacing_us = settings.channel_rate[0].window_ms * 1000 * SPACING_MARGIN / settings.channel_rate[0].count
         self._queues: dict[str, asyncio.Queue] = {}
         self._held: dict[str, dict[str, str]] = {}
         self._sending: set[str] = set()
         self._tasks: list[asyncio.Task] = []
         self._senders: list[asyncio.Task] = []
         self._embedded = is_embedded(client)
+        self._stopping = False
 
     async def start(self) -> None:
         """Spawn the reader, the claim keeper, the reclaimer and the digest clock."""
@@ -84,6 +88,7 @@ class Delivery:
         Entries not sent stay pending under this replica's name: a restart with
         the same identity resumes them, otherwise another replica reclaims them.
         """
+        self._stopping = True  # senders take no further entry from their queues
         for task in self._tasks:
             task.cancel()
         deadline = time.monotonic() + grace
@@ -158,9 +163,14 @@ class Delivery:
     async def _send_loop(self, channel: str, queue: asyncio.Queue) -> None:
         while True:
             entry_id = await queue.get()
+            if self._stopping:
+                return  # left pending under our name: a restart resumes it
             self._sending.add(entry_id)
             try:
                 await self._deliver(channel, entry_id, self._held[entry_id])
+            except Exception:  # noqa: BLE001 - one bad entry must not stop the channel
+                # Left pending and no longer kept claimed: reclaimed after claim_idle.
+                log.exception("delivering outbox entry %s failed", entry_id)
             finally:
                 self._sending.discard(entry_id)
                 self._held.pop(entry_id, None)
@@ -200,15 +210,36 @@ class Delivery:
         return event_message(channel, json.loads(fields["payload"]))
 
     async def _wait_for_slot(self, channel: str) -> None:
+        """Wait for the channel's next slot, then make sure no cooldown began meanwhile.
+
+        Another replica may learn of a 429 while this one sleeps towards a slot
+        computed before it; so the cooldown is checked again right before the call.
+        """
+        while True:
+            wait_us = await self._next_slot(channel)
+            if wait_us > 0:
+                await asyncio.sleep(wait_us / 1e6)
+            if await self._cooldown_left(channel) <= 0:
+                return
+
+    async def _next_slot(self, channel: str) -> int:
         keys = [self._keys.pace(channel), self._keys.cooldown(channel), self._keys.cooldown_all]
         while True:
             try:
-                wait_us = await self._scripts.pace(keys=keys, args=[int(self._spacing_us)])
-                break
+                return int(await self._scripts.pace(keys=keys, args=[int(self._spacing_us)]))
             except (RedisError, OSError) as exc:
                 await self._store_trouble("pacing", exc)
-        if wait_us > 0:
-            await asyncio.sleep(wait_us / 1e6)
+
+    async def _cooldown_left(self, channel: str) -> int:
+        """Milliseconds left of the channel's or workspace's cooldown; 1 if the store fails."""
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.pttl(self._keys.cooldown(channel))
+            pipe.pttl(self._keys.cooldown_all)
+            return max(await pipe.execute())
+        except (RedisError, OSError) as exc:
+            await self._store_trouble("checking the cooldown", exc)
+            return 1  # unknown: ask pace.lua again rather than risk a call during a cooldown
 
     async def _cool_down(self, channel: str, seconds: float) -> None:
         log.warning("Slack rate limited channel %s for %.1fs", channel, seconds)
