@@ -13,7 +13,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
-from . import alertmanager, store
+from . import alertmanager, deadletters, store
 from .delivery import Delivery
 from .fallback import Fallback, make_fallback
 from .errors import ApiError, error_middleware, json_response, retry_after_header
@@ -78,6 +78,7 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_handler)
     app.router.add_get("/openapi.json", openapi_handler)
+    deadletters.add_routes(app)
     return app
 
 

@@ -21,7 +21,7 @@ from .settings import Settings
 
 log = logging.getLogger(__name__)
 
-SCRIPTS = ("admit", "pace", "settle", "digest", "limits")
+SCRIPTS = ("admit", "pace", "settle", "digest", "limits", "requeue")
 
 
 class StoreUnavailable(Exception):
@@ -122,6 +122,7 @@ class Scripts:
     settle: AsyncScript
     digest: AsyncScript
     limits: AsyncScript
+    requeue: AsyncScript
 
 
 async def run(script: AsyncScript, keys: list[str], args: list) -> list:
