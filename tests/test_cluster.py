@@ -7,11 +7,12 @@ with other key prefixes spread over the other masters.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import socket
 import subprocess
-import tempfile
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -98,104 +99,117 @@ def cluster():
         made.stop()
 
 
-def start_gateway(cluster: Cluster, slack, prefix: str, **env: str) -> Gateway:
-    settings = {
-        "NOTIFIER_REDIS_URL": cluster.seed_url, "NOTIFIER_REDIS_CLUSTER": "true",
-        "NOTIFIER_KEY_PREFIX": prefix, "NOTIFIER_SLACK_BOT_TOKEN": TOKEN,
-        "NOTIFIER_SLACK_API_URL": slack.api_url, "NOTIFIER_SLACK_CHANNEL": "#alerts",
-        "NOTIFIER_CHANNEL_RATE": "1000/1s", "NOTIFIER_DIGEST_INTERVAL": "0", **env}
-    return Gateway(settings, log_dir=tempfile.mkdtemp(prefix="notifier-cluster-")).start()
+@pytest.fixture
+def launch(cluster, slack, tmp_path):
+    """Start gateways on the cluster, one key prefix each; all stop at the end of the test."""
+    started: list[Gateway] = []
+
+    def start(prefix: str, **env: str) -> Gateway:
+        settings = {
+            "NOTIFIER_REDIS_URL": cluster.seed_url, "NOTIFIER_REDIS_CLUSTER": "true",
+            "NOTIFIER_KEY_PREFIX": prefix, "NOTIFIER_SLACK_BOT_TOKEN": TOKEN,
+            "NOTIFIER_SLACK_API_URL": slack.api_url, "NOTIFIER_SLACK_CHANNEL": "#alerts",
+            "NOTIFIER_CHANNEL_RATE": "1000/1s", "NOTIFIER_DIGEST_INTERVAL": "0", **env}
+        gateway = Gateway(settings, log_dir=str(tmp_path))
+        started.append(gateway)
+        return gateway.start()
+
+    try:
+        yield start
+    finally:
+        for gateway in started:
+            gateway.stop()
+            with contextlib.suppress(AttributeError):
+                gateway.log.close()
 
 
 def keys_of(client: RedisCluster, prefix: str) -> list[str]:
     return list(client.scan_iter(match=f"{prefix}:*", target_nodes=RedisCluster.ALL_NODES))
 
 
-def fire(gateway: Gateway, texts_by_category: list[tuple[str, str]]) -> list[tuple[str, str, int, dict]]:
-    """POST every event concurrently; (category, text, status, body) of each."""
+def fire(gateway: Gateway, events: list[tuple[str, str]]) -> list[tuple[str, str, int, dict]]:
+    """POST every (category, text) concurrently; (category, text, status, body) of each."""
     def send(item):
         category, text = item
         status, body, _ = gateway.post({"category": category, "text": text})
         return category, text, status, body
 
     with ThreadPoolExecutor(16) as pool:
-        return list(pool.map(send, texts_by_category))
+        return list(pool.map(send, events))
 
 
-def test_gateway_on_cluster_admits_exactly_and_keeps_one_slot(cluster, slack):
-    prefix = "cl-a"
-    gateway = start_gateway(cluster, slack, prefix, NOTIFIER_GLOBAL_LIMIT="12/30m",
-                            NOTIFIER_CATEGORY_LIMIT="5/30m")
-    try:
-        assert gateway.get("/readyz")[0] == 200
-        categories = ["db", "web", "auth"]
-        answers = fire(gateway, [(categories[i % 3], f"cl-event-{i}") for i in range(60)])
-        accepted = [(c, t) for c, t, status, _ in answers if status == 202]
-        assert len(accepted) == 12, [(s, b) for *_, s, b in answers if s != 202]
-        assert all(sum(c == k for c, _ in accepted) <= 5 for k in categories)
-        assert all(status in (202, 429) for _, _, status, _ in answers)
-        assert {body["limit"] for *_, status, body in answers if status == 429} <= {"global", "category"}
-
-        wanted = sorted(t for _, t in accepted)
-        wait_for(lambda: len(_delivered(slack, "cl-event")) >= 12, 20, what="12 deliveries")
-        assert sorted(_delivered(slack, "cl-event")) == wanted  # each exactly once
-
-        stats = gateway.get("/v1/stats")[1]
-        assert stats["accepted"] == 12 and stats["dropped"] == 48
-        limits = gateway.get("/v1/limits")
-        assert limits[0] == 200
-
-        client = cluster.client()
-        try:
-            keys = keys_of(client, prefix)
-            assert len(keys) >= 5  # logs, outbox, stats, categories, pace...
-            slots = {client.keyslot(k) for k in keys}
-            assert len(slots) == 1, slots
-            # The server agrees with redis-py about the slot.
-            assert client.cluster_keyslot(keys[0]) == slots.pop()
-        finally:
-            client.close()
-    finally:
-        gateway.stop()
-
-
-def test_deployments_with_other_prefixes_spread_over_the_masters(cluster, slack):
-    """Two deployments on one cluster: each in one slot, on different slots, limits apart."""
-    gateways = [start_gateway(cluster, slack, prefix, NOTIFIER_GLOBAL_LIMIT="3/30m")
-                for prefix in ("team-red", "team-blue")]
-    try:
-        for gateway in gateways:
-            statuses = [gateway.post({"category": "x", "text": f"{gateway.port}-{i}"})[0] for i in range(5)]
-            assert statuses.count(202) == 3  # each deployment has its own limits
-        client = cluster.client()
-        try:
-            slots = [{client.keyslot(k) for k in keys_of(client, p)} for p in ("team-red", "team-blue")]
-            assert all(len(s) == 1 for s in slots)
-            assert slots[0] != slots[1]
-            nodes = {client.get_node_from_key(f"{p}:{{{p}}}:x").name for p in ("team-red", "team-blue")}
-            assert len(nodes) == 2  # these two prefixes hash to different masters
-        finally:
-            client.close()
-    finally:
-        for gateway in gateways:
-            gateway.stop()
-
-
-def _delivered(slack, marker: str) -> list[str]:
+def delivered(slack, marker: str) -> list[str]:
     pattern = re.compile(re.escape(marker) + r"-\d+")
     return [m.group() for m in (pattern.search(r.text) for r in slack.received()) if m]
 
 
-def test_digest_of_drops_on_cluster(cluster, slack):
-    """Digest bookkeeping and the digest clock (the slot node's TIME) work on a cluster."""
-    gateway = start_gateway(cluster, slack, "cl-digest", NOTIFIER_CATEGORY_LIMIT="2/30m",
-                            NOTIFIER_DIGEST_INTERVAL="1s")
+def test_gateway_on_cluster_admits_exactly_and_keeps_one_slot(cluster, launch, slack):
+    prefix = "cl-a"
+    gateway = launch(prefix, NOTIFIER_GLOBAL_LIMIT="12/30m", NOTIFIER_CATEGORY_LIMIT="5/30m")
+    assert gateway.get("/readyz")[0] == 200
+    slack.script((429, 1))  # one Slack rate limit: the cooldown key goes through the cluster too
+    categories = ["db", "web", "auth"]
+    answers = fire(gateway, [(categories[i % 3], f"cl-event-{i}") for i in range(60)])
+    assert all(status in (202, 429) for _, _, status, _ in answers)
+    accepted = [(c, t) for c, t, status, _ in answers if status == 202]
+    per_category = Counter(c for c, _ in accepted)
+    assert len(accepted) == 12
+    assert max(per_category.values()) <= 5
+    for category, _, status, body in answers:
+        if status == 429 and body["limit"] == "category":
+            assert body["rule"] == "5/30m" and per_category[category] == 5
+        elif status == 429:
+            assert (body["limit"], body["rule"]) == ("global", "12/30m")
+
+    wait_for(lambda: len(delivered(slack, "cl-event")) >= 12, 20, what="12 deliveries")
+    assert sorted(delivered(slack, "cl-event")) == sorted(t for _, t in accepted)  # each exactly once
+
+    stats = gateway.get("/v1/stats")[1]
+    assert (stats["accepted"], stats["dropped"]) == (12, 48)
+    assert {c: v["accepted"] for c, v in stats["by_category"].items()} == dict(per_category)
+    status, limits, _ = gateway.get("/v1/limits")
+    assert status == 200
+    assert (limits["global"][0]["used"], limits["global"][0]["remaining"]) == (12, 0)
+    assert {c: v[0]["used"] for c, v in limits["categories"].items()} == dict(per_category)
+
+    client = cluster.client()
     try:
-        statuses = [gateway.post({"category": "noisy", "text": f"noisy-{i}"})[0] for i in range(5)]
-        assert statuses == [202, 202, 429, 429, 429]
-        digests = lambda: [m.text for m in slack.received() if "Suppressed" in m.text]  # noqa: E731
-        wait_for(digests, 15, what="a digest")
-        assert len(digests()) == 1 and "Suppressed 3" in digests()[0]
-        assert sorted(_delivered(slack, "noisy")) == ["noisy-0", "noisy-1"]
+        keys = keys_of(client, prefix)
+        base = f"{prefix}:{{{prefix}}}:"
+        assert {base + "log:global", base + "outbox", base + "stats", base + "pace:#alerts"} <= set(keys)
+        slots = {client.keyslot(k) for k in keys}
+        assert len(slots) == 1, slots
+        assert client.cluster_keyslot(keys[0]) == slots.pop()  # the server agrees with redis-py
     finally:
-        gateway.stop()
+        client.close()
+
+
+def test_deployments_with_other_prefixes_spread_over_the_masters(cluster, launch):
+    """Two deployments on one cluster: each in one slot, on different masters, limits apart."""
+    prefixes = ("team-red", "team-blue")
+    for prefix in prefixes:
+        gateway = launch(prefix, NOTIFIER_GLOBAL_LIMIT="3/30m")
+        statuses = [gateway.post({"category": "x", "text": f"{prefix}-{i}"})[0] for i in range(5)]
+        assert statuses.count(202) == 3  # each deployment has its own limits
+    client = cluster.client()
+    try:
+        slots = [{client.keyslot(k) for k in keys_of(client, p)} for p in prefixes]
+        assert all(len(s) == 1 for s in slots) and slots[0] != slots[1]
+        nodes = {client.get_node_from_key(f"{p}:{{{p}}}:x").name for p in prefixes}
+        assert len(nodes) == 2  # these two prefixes hash to different masters
+    finally:
+        client.close()
+
+
+def test_digest_of_drops_on_cluster(launch, slack):
+    """Digest bookkeeping and the digest clock (the slot node's TIME) work on a cluster."""
+    gateway = launch("cl-digest", NOTIFIER_CATEGORY_LIMIT="2/30m", NOTIFIER_DIGEST_INTERVAL="1s")
+    statuses = [gateway.post({"category": "noisy", "text": f"noisy-{i}"})[0] for i in range(5)]
+    assert statuses == [202, 202, 429, 429, 429]
+
+    def digests():
+        return [m.text for m in slack.received() if "Suppressed" in m.text]
+
+    wait_for(digests, 15, what="a digest")
+    assert len(digests()) == 1 and "Suppressed 3" in digests()[0]
+    assert sorted(delivered(slack, "noisy")) == ["noisy-0", "noisy-1"]
