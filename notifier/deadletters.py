@@ -15,6 +15,8 @@ from .errors import ApiError, json_response
 
 MAX_LIST = 1000
 SHOWN = ("id", "category", "channel", "reason")
+# delivered_again: settled a second time, after a crash or a reclaim (a duplicate in Slack)
+COUNTERS = ("delivered", "delivered_again", "dead_lettered", "requeued")
 
 
 def _text(value: object) -> str:
@@ -46,11 +48,18 @@ def _gateway(request: web.Request):
     return request.app[GATEWAY]
 
 
+async def delivery_counts(client, keys) -> dict[str, int]:
+    """Fleet-wide delivery counters from the stats hash (``/v1/stats`` shows only some)."""
+    values = await client.hmget(keys.stats, COUNTERS)
+    return {name: int(value or 0) for name, value in zip(COUNTERS, values)}
+
+
 async def get_dead(request: web.Request) -> web.Response:
-    """``GET /v1/dead``: ``{"count": N, "entries": [...]}``."""
+    """``GET /v1/dead``: ``{"count": N, "entries": [...], "counters": {...}}``."""
     gateway = _gateway(request)
     entries = await list_dead(gateway.client, gateway.keys)
-    return json_response({"count": await gateway.client.xlen(gateway.keys.dead), "entries": entries})
+    return json_response({"count": await gateway.client.xlen(gateway.keys.dead), "entries": entries,
+                          "counters": await delivery_counts(gateway.client, gateway.keys)})
 
 
 async def post_requeue(request: web.Request) -> web.Response:

@@ -115,13 +115,13 @@ class Delivery:
                 continue
             try:
                 entries = await self._read(resume_from or ">")
+                for entry_id, fields in entries:
+                    await self._take(_text(entry_id), fields)  # may ack a deleted entry
             except (RedisError, OSError) as exc:
                 await self._store_trouble("reading the outbox", exc)
                 continue
             if resume_from is not None:
                 resume_from = entries[-1][0] if len(entries) == READ_COUNT else None
-            for entry_id, fields in entries:
-                await self._take(_text(entry_id), fields)
             if not entries and self._embedded:
                 await asyncio.sleep(0.05)  # the embedded store cannot block on reads
 

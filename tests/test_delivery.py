@@ -87,7 +87,9 @@ async def test_permanent_error_dead_letters_at_once_and_requeue_delivers(aiohttp
         return _counts(slack, "lost") == {"lost-1": 1}
 
     await _until(delivered, what="requeued event delivered")
-    assert (await (await client.get("/v1/dead")).json())["count"] == 0
+    body = await (await client.get("/v1/dead")).json()
+    assert body["count"] == 0
+    assert body["counters"] == {"delivered": 1, "delivered_again": 0, "dead_lettered": 1, "requeued": 1}
 
 
 async def test_transient_beyond_max_attempts_dead_letters_then_requeue_by_id(aiohttp_client, redis_url, slack):
