@@ -257,6 +257,8 @@ class Delivery:
             log.error("dead-lettered %s: %s", fields["id"], dead_reason)
             args += [dead_reason] + [x for kv in fields.items() for x in kv]
         acked = await self._store_call(self._scripts.settle, keys=keys, args=args)
+        if dead_reason and not acked:
+            return  # another replica settled it meanwhile: nothing was dead-lettered
         outcome = "dead_lettered" if dead_reason else ("delivered" if acked else "duplicate")
         self._metrics.deliveries.labels(outcome).inc()
         if not dead_reason and "received_at" in fields.get("payload", ""):
@@ -320,9 +322,11 @@ class Delivery:
         self._metrics.outbox_pending.set(summary["pending"])
         self._metrics.outbox_length.set(await self._client.xlen(self._keys.outbox))
         self._metrics.dead_letters.set(await self._client.xlen(self._keys.dead))
-        oldest = summary.get("min")
-        if oldest:
-            ms = int(_text(oldest).split("-")[0])
+        # Settled entries are deleted, so the stream's first entry is the oldest undelivered one,
+        # claimed or not yet read (XPENDING's min would miss a backlog nobody has read).
+        first = await self._client.xrange(self._keys.outbox, "-", "+", count=1)
+        if first:
+            ms = int(_text(first[0][0]).split("-")[0])
             seconds, micros = await server_time(self._client, self._keys.outbox)
             self._metrics.oldest_pending_seconds.set(max(0.0, seconds + micros / 1e6 - ms / 1000))
         else:

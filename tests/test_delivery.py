@@ -118,3 +118,32 @@ async def test_requeue_needs_the_api_token(aiohttp_client, redis_url, slack):
     assert response.status == 200 and (await response.json())["count"] == 0
     assert (await client.post("/v1/dead/requeue", json={"ids": "x"},
                               headers={"Authorization": "Bearer s3cret"})).status == 422
+
+
+def _gauge(text, name):
+    match = re.search(rf"^{name} ([0-9.e+-]+)$", text, re.M)
+    return float(match.group(1)) if match else None
+
+
+async def test_queue_gauges_follow_a_cooldown(aiohttp_client, redis_url, slack):
+    slack.script((429, 3))
+    client = await aiohttp_client(create_app(_settings(redis_url, slack)))
+    await _post(client, ["held-1", "held-2"])
+
+    async def backlog():
+        text = await (await client.get("/metrics")).text()
+        return (_gauge(text, "notifier_outbox_length") == 2 and _gauge(text, "notifier_outbox_pending") == 2
+                and _gauge(text, "notifier_outbox_oldest_pending_seconds") > 0)
+
+    await _until(backlog, what="gauges showing the held backlog")
+
+    async def drained():
+        text = await (await client.get("/metrics")).text()
+        return (_gauge(text, "notifier_outbox_length") == 0
+                and _gauge(text, "notifier_outbox_oldest_pending_seconds") == 0
+                and _counts(slack, "held") == {"held-1": 1, "held-2": 1})
+
+    await _until(drained, what="delivery and empty gauges")
+    text = await (await client.get("/metrics")).text()
+    assert "notifier_slack_request_seconds_count 3.0" in text
+    assert "notifier_delivery_seconds_count 2.0" in text
