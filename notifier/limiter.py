@@ -25,6 +25,7 @@ from .settings import Settings
 from .store import Keys, Scripts, StoreUnavailable, run
 
 MAX_BATCH = 256
+_OPEN = (0.0, "", 0)
 FLUSH_DELAY = 0.05
 
 
@@ -63,6 +64,7 @@ class Limiter:
         self._blocked: dict[str, tuple[float, str, int]] = {}  # level -> (until, level, rule)
         self._idle = asyncio.Event()
         self._idle.set()
+        self._categories: dict[str, tuple[str, str, str, list[int]]] = {}
 
     async def admit(self, event: Event) -> Decision:
         """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down."""
@@ -86,11 +88,13 @@ class Limiter:
                 pass
 
     def _local_refusal(self, event: Event, event_id: str) -> Decision | None:
-        if self._settings.shadow:
+        # A repeated dedup_key is answered "duplicate" before any limit is checked,
+        # which only Redis knows: such events always go to the script.
+        if self._settings.shadow or not self._blocked or event.dedup_key:
             return None
         now = time.monotonic()
         for name in ("global", "category:" + event.category):
-            until, level, rule = self._blocked.get(name, (0.0, "", 0))
+            until, level, rule = self._blocked.get(name, _OPEN)
             if until > now:
                 wait_us = int((until - now) * 1e6)
                 self._queue.append(_Pending(event, event_id, None, (level, rule, wait_us)))
@@ -144,16 +148,30 @@ class Limiter:
                 self._keys.categories, self._keys.digest_due]
         args = list(self._head)
         for item in batch:
-            event, settings = item.event, self._settings
-            channel = settings.channel_for(event.category)
-            keys += [self._keys.category_log(event.category),
-                     self._keys.dedup(event.category, event.dedup_key or ""),
-                     self._keys.suppressed(channel)]
-            level, rule, wait = item.forced or ("", 0, 0)
-            args += [item.id, event.category, channel, 1 if event.dedup_key else 0,
-                     level, rule, wait, _payload(item.id, event)]
-            args += rule_args(settings.rules_for(event.category))
+            event = item.event
+            log_key, suppressed, channel, rules = self._per_category(event.category)
+            keys += [log_key, self._keys.dedup(event.category, event.dedup_key or ""), suppressed]
+            if item.forced:
+                # A refusal decided here is only counted: the script reads neither its
+                # payload nor its category rules, so neither is built nor sent.
+                level, rule, wait = item.forced
+                args += [item.id, event.category, channel, 0, level, rule, wait, "", 0]
+            else:
+                args += [item.id, event.category, channel, 1 if event.dedup_key else 0,
+                         "", 0, 0, _payload(item.id, event)]
+                args += rules
         return await run(self._scripts.admit, keys, args)
+
+    def _per_category(self, category: str) -> tuple[str, str, str, list[int]]:
+        """Keys, channel and rule arguments of a category, built once (they never change)."""
+        cached = self._categories.get(category)
+        if cached is None:
+            channel = self._settings.channel_for(category)
+            cached = (self._keys.category_log(category), self._keys.suppressed(channel), channel,
+                      rule_args(self._settings.rules_for(category)))
+            if len(self._categories) < 10_000:  # bounded: categories come from clients
+                self._categories[category] = cached
+        return cached
 
     def _fail(self, batch: list[_Pending], exc: StoreUnavailable) -> None:
         # The store may have restarted empty: what we knew about full levels is void.
