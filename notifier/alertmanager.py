@@ -34,6 +34,22 @@ class Payload(BaseModel):
     alerts: list[Alert] = Field(max_length=MAX_ALERTS)
 
 
+_TIMESTAMP = re.compile(r"^(.*?T\d\d:\d\d:\d\d)(?:\.(\d+))?(.*)$")
+
+
+def normal_time(stamp: str) -> str:
+    """``startsAt`` at millisecond precision.
+
+    Alertmanager writes nanoseconds in webhooks but milliseconds in its API, so
+    the same alert seen both ways must give one dedup key.
+    """
+    match = _TIMESTAMP.match(stamp)
+    if not match:
+        return stamp
+    head, fraction, zone = match.groups()
+    return f"{head}.{(fraction or '').ljust(3, '0')[:3]}{'Z' if zone in ('Z', '+00:00') else zone}"
+
+
 def category_of(alert: Alert, label: str) -> str:
     """The alert's category: the configured label, made a valid category name."""
     raw = alert.labels.get(label) or "alertmanager"
@@ -55,5 +71,5 @@ def to_event(alert: Alert, label: str) -> Event:
         title=f"{name} {alert.status}"[:150],
         severity=_SEVERITIES.get(alert.labels.get("severity", "").lower(), "warning"),
         fields=dict(list(fields.items())[:20]),
-        dedup_key=f"am:{identity}:{alert.status}:{alert.startsAt}"[:200],
+        dedup_key=f"am:{identity}:{alert.status}:{normal_time(alert.startsAt)}"[:200],
     )
