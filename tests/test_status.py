@@ -45,3 +45,16 @@ def test_status_fails_clearly_without_a_gateway():
     from notifier.status import show
 
     assert show(f"http://127.0.0.1:{free_port()}", None) == 1
+
+
+def test_grafana_dashboard_uses_only_exported_metrics(gateway):
+    import json
+    import re
+    from pathlib import Path
+
+    dashboard = json.loads((Path(__file__).parent.parent / "deploy" / "grafana-dashboard.json").read_text())
+    used = {re.sub(r"_bucket$", "", name) for panel in dashboard["panels"] for target in panel["targets"]
+            for name in re.findall(r"notifier_[a-z_]+", target["expr"])}
+    exported = set(re.findall(r"^# TYPE (\S+) (\S+)", gateway.get("/metrics")[1]["_raw"], re.M))
+    names = {n for n, _ in exported} | {n + "_total" for n, kind in exported if kind == "counter"}
+    assert used and used <= names, used - names
