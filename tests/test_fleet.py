@@ -194,9 +194,15 @@ def test_fleet_with_a_skewed_replica_admits_exactly_and_delivers_once(make_fleet
     assert abs(server_skew(fleet.skewed) - SKEW_SECONDS) < 120  # the gateway itself runs an hour behind
     assert abs(server_skew(fleet.gateways[0])) < 120
 
-    categories = [f"cat{i}" for i in range(10)]  # 10 x 10 > 60: the global level binds too
-    events = [{"category": categories[i % 10], "text": f"fleet-{i} happened"} for i in range(300)]
-    answers = fire(fleet, events)
+    categories = [f"cat{i}" for i in range(10)]
+    # First a burst of one hot category (only its own limit binds), then a burst over the
+    # other nine, 9 x 10 > 50 places left: the global level binds.
+    hot = [{"category": "cat0", "text": f"fleet-{i} happened"} for i in range(50)]
+    answers = fire(fleet, hot)
+    assert Counter(status for _, status, *_ in answers) == {202: 10, 429: 40}
+    assert {(b["limit"], b["rule"]) for _, status, b, *_ in answers if status == 429} == {("category", "10/30m")}
+    rest = [{"category": categories[1 + i % 9], "text": f"fleet-{i} happened"} for i in range(50, 300)]
+    answers += fire(fleet, rest)
     statuses = Counter(status for _, status, *_ in answers)
     assert set(statuses) <= {202, 429}, statuses
 
@@ -214,6 +220,8 @@ def test_fleet_with_a_skewed_replica_admits_exactly_and_delivers_once(make_fleet
         else:
             assert body["limit"] == "global" and body["rule"] == "60/30m"
     by_limit = Counter(body["limit"] for _, body in refused)
+    print(f"fleet: 300 sent, {len(accepted)} admitted {dict(sorted(per_category.items()))}, "
+          f"refused {dict(by_limit)}, decided per replica {[replica_events(g) for g in fleet.gateways]}")
 
     # Refusals a replica decided locally reach the shared counters within moments.
     stats = wait_for(lambda: (lambda s: s["dropped"] == 240 and s)(fleet.get("/v1/stats")), 5,
@@ -254,5 +262,7 @@ def test_sliding_window_holds_across_the_skewed_fleet(make_fleet):
     for k in range(len(admitted) - 5):
         group = admitted[k:k + 6]
         assert max(a for _, a in group) - min(s for s, _ in group) >= 1.99, group
+    print(f"sliding 5/2s: {len(answers)} sent, {len(admitted)} admitted, "
+          f"decided per replica {[replica_events(g) for g in fleet.gateways]}")
     assert len(admitted) >= 10  # the window slid: more than one window's worth got through
     assert replica_events(fleet.skewed) > 0  # the replica an hour behind took its share
