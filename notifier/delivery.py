@@ -214,8 +214,9 @@ class Delivery:
 
         Another replica may learn of a 429 while this one sleeps towards a slot
         computed before it; so the cooldown is checked again right before the call.
+        The console sink is not Slack: nothing to pace there.
         """
-        while True:
+        while self._sink.paced:
             wait_us = await self._next_slot(channel)
             if wait_us > 0:
                 await asyncio.sleep(wait_us / 1e6)

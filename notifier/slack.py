@@ -64,6 +64,7 @@ class SlackApiSink:
     """Posts with ``chat.postMessage`` using a bot token."""
 
     name = "slack_api"
+    paced = True
 
     def __init__(self, settings: Settings, session: aiohttp.ClientSession) -> None:
         base_url = settings.slack_api_url.rstrip("/") + "/"
@@ -87,6 +88,7 @@ class WebhookSink:
     """Posts to an incoming webhook (its channel is fixed by Slack)."""
 
     name = "slack_webhook"
+    paced = True
 
     def __init__(self, settings: Settings, session: aiohttp.ClientSession) -> None:
         self._client = AsyncWebhookClient(settings.slack_webhook_url, session=session,
@@ -106,6 +108,7 @@ class ConsoleSink:
     """Prints each message to stdout: the default when no Slack credentials are set."""
 
     name = "console"
+    paced = False  # stdout has no rate limit; print as soon as admitted
 
     async def send(self, message: Message) -> None:
         sys.stdout.write(f"[notifier -> {message.channel}] {message.text}\n")

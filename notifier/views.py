@@ -33,6 +33,7 @@ async def stats_view(client, keys: Keys) -> dict:
         "by_category": dict(sorted(by_category.items())),
         "duplicates": counts.get("duplicate", 0),
         "delivered": counts.get("delivered", 0),
+        "delivered_again": counts.get("delivered_again", 0),
         "dead_lettered": counts.get("dead_lettered", 0),
     }
 

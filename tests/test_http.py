@@ -38,11 +38,12 @@ async def test_accepted_dropped_duplicate(make_client):
     assert (await post(client, {"category": "web", "text": "four"}))[0] == 202
     status, dropped, _ = await post(client, {"category": "api", "text": "five"})
     assert (status, dropped["limit"], dropped["rule"]) == (429, "global", "3/30m")
-    assert await stats(client) == {
+    totals = await stats(client)
+    assert {k: totals[k] for k in ("accepted", "dropped", "dropped_by_limit", "by_category")} == {
         "accepted": 3, "dropped": 2, "dropped_by_limit": {"global": 1, "category": 1},
         "by_category": {"api": {"accepted": 0, "dropped": 1}, "db": {"accepted": 2, "dropped": 1},
-                        "web": {"accepted": 1, "dropped": 0}},
-        "duplicates": 1, "delivered": (await stats(client))["delivered"], "dead_lettered": 0}
+                        "web": {"accepted": 1, "dropped": 0}}}
+    assert (totals["duplicates"], totals["dead_lettered"]) == (1, 0)
 
 
 async def test_retry_after_header_rounds_up(make_client):
