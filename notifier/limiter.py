@@ -26,6 +26,10 @@ from .store import Keys, Scripts, StoreUnavailable, run
 
 MAX_BATCH = 256
 _OPEN = (0.0, "", 0)
+
+
+def _until(blocked: tuple[float, str, int]) -> float:
+    return blocked[0]
 FLUSH_DELAY = 0.05
 
 
@@ -92,15 +96,17 @@ class Limiter:
         # which only Redis knows: such events always go to the script.
         if self._settings.shadow or not self._blocked or event.dedup_key:
             return None
+        # Like the script, name the level that stays full longer (global on a tie).
+        blocked = max(self._blocked.get("global", _OPEN),
+                      self._blocked.get("category:" + event.category, _OPEN), key=_until)
+        until, level, rule = blocked
         now = time.monotonic()
-        for name in ("global", "category:" + event.category):
-            until, level, rule = self._blocked.get(name, _OPEN)
-            if until > now:
-                wait_us = int((until - now) * 1e6)
-                self._queue.append(_Pending(event, event_id, None, (level, rule, wait_us)))
-                self._schedule(FLUSH_DELAY)
-                return self._dropped(event_id, event.category, level, rule, wait_us)
-        return None
+        if until <= now:
+            return None
+        wait_us = int((until - now) * 1e6)
+        self._queue.append(_Pending(event, event_id, None, (level, rule, wait_us)))
+        self._schedule(FLUSH_DELAY)
+        return self._dropped(event_id, event.category, level, rule, wait_us)
 
     def _schedule(self, delay: float) -> None:
         """Start the next call after ``delay`` unless one is in flight or due sooner."""
