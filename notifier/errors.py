@@ -6,6 +6,7 @@ import json
 import logging
 import math
 
+import orjson
 from aiohttp import web
 
 from .metrics import METRICS
@@ -25,8 +26,13 @@ class ApiError(Exception):
 
 
 def json_response(body: dict, status: int = 200, headers: dict | None = None) -> web.Response:
-    return web.Response(text=json.dumps(body), status=status, headers=headers,
-                        content_type="application/json")
+    # orjson: every answer of an alert storm goes through here (json.dumps was ~6% of a 429).
+    try:
+        raw = orjson.dumps(body)
+    except TypeError:  # e.g. an integer over 64 bits: the stdlib writes any int
+        raw = json.dumps(body).encode()
+    return web.Response(body=raw, status=status, headers=headers,
+                        content_type="application/json", charset="utf-8")
 
 
 def retry_after_header(seconds: float) -> dict[str, str]:

@@ -69,6 +69,7 @@ class Limiter:
         self._idle = asyncio.Event()
         self._idle.set()
         self._categories: dict[str, tuple[str, str, str, list[int]]] = {}
+        self._rule_texts: dict[tuple[str, str, int], str] = {}
 
     async def admit(self, event: Event) -> Decision:
         """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down."""
@@ -211,8 +212,19 @@ class Limiter:
         item.future.set_result(decision)
 
     def _dropped(self, event_id: str, category: str, level: str, rule: int, wait_us: int) -> Decision:
-        rules = self._settings.global_limit if level == "global" else self._settings.rules_for(category)
-        return Decision("dropped", event_id, level, rules[max(rule, 1) - 1].text, round(wait_us / 1e6, 3))
+        return Decision("dropped", event_id, level, self._rule_text(category, level, rule),
+                        round(wait_us / 1e6, 3))
+
+    def _rule_text(self, category: str, level: str, rule: int) -> str:
+        """The text of a refusing rule (e.g. ``10/30m``), remembered: every refusal names one."""
+        key = (category, level, rule)
+        text = self._rule_texts.get(key)
+        if text is None:
+            rules = self._settings.global_limit if level == "global" else self._settings.rules_for(category)
+            text = rules[max(rule, 1) - 1].text
+            if len(self._rule_texts) < 10_000:  # bounded: categories come from clients
+                self._rule_texts[key] = text
+        return text
 
 
 def _payload(event_id: str, event: Event) -> str:
