@@ -73,10 +73,11 @@ class Limiter:
 
     async def admit(self, event: Event) -> Decision:
         """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down."""
-        event_id = uuid.uuid4().hex
-        local = self._local_refusal(event, event_id)
+        # A refusal decided here needs no id (none is shown, the script only counts it).
+        local = self._local_refusal(event, "")
         if local:
             return local
+        event_id = uuid.uuid4().hex
         future = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(event, event_id, future))
         self._schedule(0)
