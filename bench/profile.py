@@ -1,0 +1,58 @@
+"""Profile one ``notifier serve`` under the storm with py-spy (``pip install py-spy``).
+
+    python bench/profile.py [seconds]
+
+Prints the functions with the largest share of samples, inclusive and self.
+"""
+
+from __future__ import annotations
+
+import collections
+import subprocess
+import sys
+import tempfile
+import time
+
+import storm
+from helpers import Gateway, RedisServer
+
+
+def top(raw: str, n: int = 20) -> None:
+    """Inclusive and self shares per function from py-spy's raw (collapsed) output."""
+    inclusive, own, total = collections.Counter(), collections.Counter(), 0
+    for line in open(raw):
+        stack, _, count = line.rstrip().rpartition(" ")
+        frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].rsplit("/", 1)[-1] + ")"
+                  if " (" in f else f for f in stack.split(";")]
+        total += int(count)
+        for frame in set(frames):
+            inclusive[frame] += int(count)
+        own[frames[-1]] += int(count)
+    for title, counter in (("inclusive", inclusive), ("self", own)):
+        print(f"-- {title} ({total} samples)")
+        for frame, count in counter.most_common(n):
+            print(f"{count / total:6.1%} {frame}")
+
+
+def main() -> None:
+    seconds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    server = RedisServer().start()
+    gateway = Gateway({"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m",
+                       "NOTIFIER_CATEGORY_LIMIT": "10/30m"}).start()
+    raw = tempfile.mktemp(suffix=".txt")
+    try:
+        storm.saturate(gateway)
+        spy = subprocess.Popen(["py-spy", "record", "-p", str(gateway.proc.pid), "-d", str(seconds + 1),
+                                "-f", "raw", "-o", raw, "--nonblocking"])
+        time.sleep(0.5)
+        rate = storm.wrk(gateway.url + "/v1/events", seconds, 64)[0]
+        spy.wait()
+    finally:
+        gateway.stop()
+        server.stop()
+    print(f"storm while profiling: {rate:.0f} req/s")
+    top(raw)
+
+
+if __name__ == "__main__":
+    main()
