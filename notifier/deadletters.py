@@ -12,6 +12,7 @@ import json
 from aiohttp import web
 
 from .errors import ApiError, json_response
+from .store import as_text
 
 MAX_LIST = 1000
 SHOWN = ("id", "category", "channel", "reason")
@@ -19,18 +20,14 @@ SHOWN = ("id", "category", "channel", "reason")
 COUNTERS = ("delivered", "delivered_again", "dead_lettered", "requeued")
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 async def list_dead(client, keys, limit: int = MAX_LIST) -> list[dict]:
     """The oldest ``limit`` dead letters: event id, category, channel, reason, when."""
     entries = await client.xrange(keys.dead, "-", "+", count=limit)
     result = []
     for entry_id, fields in entries:
-        fields = {_text(k): _text(v) for k, v in fields.items()}
+        fields = {as_text(k): as_text(v) for k, v in fields.items()}
         item = {name: fields.get(name, "") for name in SHOWN}
-        item["dead_id"] = _text(entry_id)
+        item["dead_id"] = as_text(entry_id)
         item["dead_at_ms"] = int(item["dead_id"].split("-")[0])
         result.append(item)
     return result
@@ -39,7 +36,7 @@ async def list_dead(client, keys, limit: int = MAX_LIST) -> list[dict]:
 async def requeue(scripts, keys, ids: list[str] | None = None) -> list[str]:
     """Move dead letters (all, or those with these event ids) back into the outbox."""
     moved = await scripts.requeue(keys=[keys.outbox, keys.dead, keys.stats], args=list(ids or []))
-    return [_text(event_id) for event_id in moved]
+    return [as_text(event_id) for event_id in moved]
 
 
 def _gateway(request: web.Request):

@@ -30,7 +30,7 @@ from .messages import digest_message, event_message
 from .metrics import Metrics
 from .settings import Settings
 from .slack import Message, Permanent, RateLimited, Transient
-from .store import Keys, Scripts, is_embedded, server_time
+from .store import Keys, Scripts, as_text, is_embedded, server_time
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,7 @@ NO_GROUP = ("NOGROUP", "requires the key to exist")  # Redis's wording, the embe
 
 
 def _decode(fields: dict) -> dict[str, str]:
-    return {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-            for k, v in fields.items()}
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return {as_text(k): as_text(v) for k, v in fields.items()}
 
 
 def backoff(attempt: int, base: float = 0.5, cap: float = 30.0) -> float:
@@ -116,7 +111,7 @@ class Delivery:
             try:
                 entries = await self._read(resume_from or ">")
                 for entry_id, fields in entries:
-                    await self._take(_text(entry_id), fields)  # may ack a deleted entry
+                    await self._take(as_text(entry_id), fields)  # may ack a deleted entry
             except (RedisError, OSError) as exc:
                 await self._store_trouble("reading the outbox", exc)
                 continue
@@ -300,11 +295,11 @@ class Delivery:
         while len(self._held) < MAX_HELD:
             reply = await self._client.xautoclaim(self._keys.outbox, GROUP, self._consumer,
                                                   self._settings.claim_idle, cursor, count=READ_COUNT)
-            cursor, entries = _text(reply[0]), reply[1]
+            cursor, entries = as_text(reply[0]), reply[1]
             for entry_id, fields in entries:
-                log.info("reclaimed %s from a replica that stopped answering", _text(entry_id))
+                log.info("reclaimed %s from a replica that stopped answering", as_text(entry_id))
                 self._metrics.deliveries.labels("reclaimed").inc()
-                await self._take(_text(entry_id), fields)
+                await self._take(as_text(entry_id), fields)
             for entry_id in (reply[2] if len(reply) > 2 else []):
                 await self._client.xack(self._keys.outbox, GROUP, entry_id)
             if cursor == "0-0":
@@ -327,7 +322,7 @@ class Delivery:
         # claimed or not yet read (XPENDING's min would miss a backlog nobody has read).
         first = await self._client.xrange(self._keys.outbox, "-", "+", count=1)
         if first:
-            ms = int(_text(first[0][0]).split("-")[0])
+            ms = int(as_text(first[0][0]).split("-")[0])
             seconds, micros = await server_time(self._client, self._keys.outbox)
             self._metrics.oldest_pending_seconds.set(max(0.0, seconds + micros / 1e6 - ms / 1000))
         else:

@@ -24,6 +24,11 @@ log = logging.getLogger(__name__)
 SCRIPTS = ("admit", "pace", "settle", "digest", "limits", "requeue")
 
 
+def as_text(value: object) -> str:
+    """A reply value as text: redis-py answers bytes unless told to decode."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 class StoreUnavailable(Exception):
     """The store did not answer; the request changed nothing and may be retried."""
 

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from .rules import Rule, rule_args
 from .settings import Settings
-from .store import Keys, Scripts, StoreUnavailable, run
+from .store import Keys, Scripts, StoreUnavailable, as_text, run
 
 MAX_CATEGORIES_SHOWN = 1000
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 async def stats_view(client, keys: Keys) -> dict:
@@ -19,7 +15,7 @@ async def stats_view(client, keys: Keys) -> dict:
         raw = await client.hgetall(keys.stats)
     except Exception as exc:
         raise StoreUnavailable(str(exc)) from exc
-    counts = {_text(k): int(v) for k, v in raw.items()}
+    counts = {as_text(k): int(v) for k, v in raw.items()}
     by_category: dict[str, dict[str, int]] = {}
     for name, value in counts.items():
         outcome, _, category = name.partition(":")
@@ -52,7 +48,7 @@ async def limits_view(client, scripts: Scripts, keys: Keys, settings: Settings) 
     oldest entry in its window leaves.
     """
     try:
-        seen = {_text(c) for c in await client.smembers(keys.categories)}
+        seen = {as_text(c) for c in await client.smembers(keys.categories)}
     except Exception as exc:
         raise StoreUnavailable(str(exc)) from exc
     categories = sorted(seen | set(settings.categories or ()) | set(settings.category_limits))
