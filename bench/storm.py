@@ -15,6 +15,7 @@ the same for gateway and baseline, so neither gets a better seat.
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import asyncio
 import os
 import re
@@ -123,7 +124,8 @@ async def script_vs_ping(url: str, prefix: str, limit: str, n: int) -> dict:
     result = {}
     for label, call in (("ping", lambda i: client.ping()),
                         ("admit", lambda i: limiter._run([_Pending(
-                            Event(category=CATEGORIES[i % 20], text="bench"), f"{prefix}-{i}", None)]))):
+                            Event(category=CATEGORIES[i % 20], text="bench"), f"{prefix}-{i}", None)],
+                            Counter()))):
         await call(0)
         before = evalsha_stats(sync)
         started = time.perf_counter()

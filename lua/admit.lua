@@ -13,9 +13,11 @@
 --
 -- ARGV[1] G, the number of global rules, then G pairs: limit, window in us
 -- then: digest interval in us (0 = no digests), shadow mode (1/0)
--- then per event: id, category, channel, dedup (1/0), forced level ('' or
---   'global'/'category'), forced rule index, forced wait in us, payload,
---   C (number of category rules), then C pairs: limit, window in us
+-- then per event: id, category, channel, dedup (1/0), forced level, forced
+--   count, payload, C (number of category rules), then C pairs: limit, window
+--   in us. A forced level ('global'/'category') marks refusals a replica already
+--   decided itself (the level was known full): they are only counted, forced
+--   count of them at once, and need no id, payload or rules.
 --
 -- Returns one entry per event: {outcome, id, level, global wait in us, global
 --   rule index, category wait in us, category rule index}; outcome is 'accepted',
@@ -67,12 +69,12 @@ local shadow = ARGV[at + 1] == '1'
 at = at + 2
 trim(KEYS[1], global_longest)
 
-local function count_drop(category, level, sup_key, channel)
-  redis.call('HINCRBY', KEYS[3], 'dropped', 1)
-  redis.call('HINCRBY', KEYS[3], 'dropped_' .. level, 1)
-  redis.call('HINCRBY', KEYS[3], 'dropped:' .. category, 1)
+local function count_drop(category, level, sup_key, channel, n)
+  redis.call('HINCRBY', KEYS[3], 'dropped', n)
+  redis.call('HINCRBY', KEYS[3], 'dropped_' .. level, n)
+  redis.call('HINCRBY', KEYS[3], 'dropped:' .. category, n)
   if digest_us > 0 and not shadow then
-    redis.call('HINCRBY', sup_key, category, 1)
+    redis.call('HINCRBY', sup_key, category, n)
     redis.call('HSETNX', sup_key, '_since', int(now))
     redis.call('ZADD', KEYS[5], 'NX', int(now + digest_us), channel)
   end
@@ -96,18 +98,14 @@ local k = 6
 while at <= #ARGV do
   local id, category, channel = ARGV[at], ARGV[at + 1], ARGV[at + 2]
   local dedup, forced = ARGV[at + 3] == '1', ARGV[at + 4]
-  local forced_rule, forced_wait, payload = tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6]), ARGV[at + 7]
-  local cat_rules, cat_longest, next_at = read_rules(ARGV, at + 8)
+  local forced_count, payload = tonumber(ARGV[at + 5]), ARGV[at + 6]
+  local cat_rules, cat_longest, next_at = read_rules(ARGV, at + 7)
   local cat_key, dedup_key, sup_key = KEYS[k], KEYS[k + 1], KEYS[k + 2]
   redis.call('SADD', KEYS[4], category)
   local first = dedup and redis.call('GET', dedup_key)
   if forced ~= '' then
-    count_drop(category, forced, sup_key, channel)
-    if forced == 'global' then
-      results[#results + 1] = {'dropped', id, forced, forced_wait, forced_rule, 0, 0}
-    else
-      results[#results + 1] = {'dropped', id, forced, 0, 0, forced_wait, forced_rule}
-    end
+    count_drop(category, forced, sup_key, channel, forced_count)
+    results[#results + 1] = {'dropped', id, forced, 0, 0, 0, 0}
   elseif first then
     redis.call('HINCRBY', KEYS[3], 'duplicate', 1)
     results[#results + 1] = {'duplicate', first, '', 0, 0, 0, 0}
@@ -121,7 +119,7 @@ while at <= #ARGV do
     else
       local level = 'global'
       if cw > gw then level = 'category' end
-      count_drop(category, level, sup_key, channel)
+      count_drop(category, level, sup_key, channel, 1)
       local outcome = 'dropped'
       if shadow then
         outcome = 'shadow'

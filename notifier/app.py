@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import re
 import time
 from dataclasses import dataclass
 
 import aiohttp
+import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
@@ -141,8 +143,45 @@ def _finite(text: str) -> float:
     return value
 
 
+_KEY_END = re.compile(rb'"\s*:')  # how every object key ends; string contents may match too
+MAX_DEPTH = 64
+
+
 def decode_json(raw: bytes) -> object:
-    """Strict JSON: UTF-8, no NaN/Infinity, finite numbers, no duplicate keys, bounded nesting."""
+    """Strict JSON: UTF-8, no NaN/Infinity, finite numbers, no duplicate keys, bounded nesting.
+
+    The fast path is orjson, which already refuses NaN, Infinity, out-of-range
+    numbers and bad UTF-8 but keeps the last of duplicate keys. Every key ends in
+    ``"`` and ``:``, so when the body has exactly as many such spots as the parsed
+    objects have keys, no key was repeated; anything else takes the strict
+    stdlib path, which also gives the precise error.
+    """
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _decode_strictly(raw)
+    keys = _count_keys(value)
+    if keys is None or keys != len(_KEY_END.findall(raw)):
+        return _decode_strictly(raw)
+    return value
+
+
+def _count_keys(value: object) -> int | None:
+    """Keys in all objects of ``value``; None when nested deeper than ``MAX_DEPTH``."""
+    count, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return None
+        if isinstance(item, dict):
+            count += len(item)
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
+    return count
+
+
+def _decode_strictly(raw: bytes) -> object:
     try:
         return json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates,
                           parse_constant=_no_constant, parse_float=_finite)
@@ -190,7 +229,7 @@ async def decide(gateway: Gateway, event: Event) -> Decision:
     outcome = decision.outcome
     if outcome in ("dropped", "shadow"):
         outcome = f"{'shadow_' if outcome == 'shadow' else ''}dropped_{decision.level}"
-    gateway.metrics.events.labels(event.category, outcome).inc()
+    gateway.metrics.count_event(event.category, outcome)
     return decision
 
 

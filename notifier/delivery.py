@@ -72,9 +72,14 @@ class Delivery:
 
     async def start(self) -> None:
         """Spawn the reader, the claim keeper, the reclaimer and the digest clock."""
-        loops = [self._read_loop(), self._heartbeat_loop(), self._reclaim_loop(), self._gauge_loop()]
+        idle = self._settings.claim_idle / 1000
+        loops = [self._read_loop(),
+                 self._every("keeping claims", lambda: idle / 3, self._keep_claims),
+                 self._every("reclaiming", lambda: idle / 2 * random.uniform(0.8, 1.2), self._reclaim),
+                 self._every("updating gauges", lambda: 2.0, self._update_gauges)]
         if self._settings.digest_interval:
-            loops.append(self._digest_loop())
+            loops.append(self._every("claiming digests", lambda: random.uniform(0.5, 1.0),
+                                     self._claim_digests))
         self._tasks = [asyncio.create_task(loop) for loop in loops]
 
     async def stop(self, grace: float = 5.0) -> None:
@@ -272,23 +277,22 @@ class Delivery:
 
     # -- keeping and reclaiming entries ----------------------------------------
 
-    async def _heartbeat_loop(self) -> None:
+    async def _every(self, doing: str, pause, step) -> None:
+        """Run ``step`` forever, ``pause()`` seconds apart; a failure is logged, never fatal."""
         while True:
-            await asyncio.sleep(self._settings.claim_idle / 3000)
-            held = list(self._held)
-            if held:
-                try:
-                    await self._client.xclaim(self._keys.outbox, GROUP, self._consumer, 0, held, justid=True)
-                except (RedisError, OSError) as exc:
-                    await self._store_trouble("keeping claims", exc)
-
-    async def _reclaim_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._settings.claim_idle / 2000 * random.uniform(0.8, 1.2))
+            await asyncio.sleep(pause())
             try:
-                await self._reclaim()
+                await step()
             except (RedisError, OSError) as exc:
-                await self._store_trouble("reclaiming", exc)
+                await self._store_trouble(doing, exc)
+            except Exception:  # noqa: BLE001 - a bug here must not silently stop the loop
+                log.exception("%s failed; trying again", doing)
+
+    async def _keep_claims(self) -> None:
+        """Re-claim what this replica holds, so no other replica takes it over."""
+        held = list(self._held)
+        if held:
+            await self._client.xclaim(self._keys.outbox, GROUP, self._consumer, 0, held, justid=True)
 
     async def _reclaim(self) -> None:
         cursor = "0-0"
@@ -304,14 +308,6 @@ class Delivery:
                 await self._client.xack(self._keys.outbox, GROUP, entry_id)
             if cursor == "0-0":
                 return
-
-    async def _gauge_loop(self) -> None:
-        while True:
-            try:
-                await self._update_gauges()
-            except (RedisError, OSError):
-                pass
-            await asyncio.sleep(2)
 
     async def _update_gauges(self) -> None:
         summary = await self._client.xpending(self._keys.outbox, GROUP)
@@ -330,18 +326,10 @@ class Delivery:
 
     # -- digests ---------------------------------------------------------------
 
-    async def _digest_loop(self) -> None:
-        while True:
-            await asyncio.sleep(random.uniform(0.5, 1.0))
-            try:
-                await self._claim_digests()
-            except (RedisError, OSError) as exc:
-                await self._store_trouble("claiming digests", exc)
-
     async def _claim_digests(self) -> None:
         seconds, micros = await server_time(self._client, self._keys.outbox)
         due = await self._client.zrangebyscore(self._keys.digest_due, "-inf", seconds * 1_000_000 + micros)
-        for channel in map(_text, due):
+        for channel in map(as_text, due):
             keys = [self._keys.digest_due, self._keys.suppressed(channel), self._keys.outbox]
             claimed = await self._scripts.digest(keys=keys, args=[channel, "digest-" + uuid.uuid4().hex])
             if claimed:

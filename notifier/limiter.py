@@ -17,12 +17,13 @@ import asyncio
 import json
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 
 from .models import Event
 from .rules import rule_args
 from .settings import Settings
-from .store import Keys, Scripts, StoreUnavailable, run
+from .store import Keys, Scripts, StoreUnavailable, as_text, run
 
 MAX_BATCH = 256
 _OPEN = (0.0, "", 0)
@@ -48,8 +49,7 @@ class Decision:
 class _Pending:
     event: Event
     id: str
-    future: asyncio.Future | None  # None for a refusal decided locally
-    forced: tuple[str, int, int] | None = None  # level, rule index, wait in us
+    future: asyncio.Future
 
 
 class Limiter:
@@ -62,6 +62,8 @@ class Limiter:
             1 if settings.shadow else 0,
         ]
         self._queue: list[_Pending] = []
+        # Refusals decided here, not yet counted in Redis: (category, level) -> how many.
+        self._refused: Counter[tuple[str, str]] = Counter()
         self._busy = False
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0
@@ -85,7 +87,7 @@ class Limiter:
 
     async def flush(self, timeout: float = 2.0) -> None:
         """Write pending local refusals to the shared counters (waits at most ``timeout``)."""
-        if self._queue or self._busy:
+        if self._queue or self._refused or self._busy:
             self._idle.clear()
             self._schedule(0)
             try:
@@ -106,7 +108,7 @@ class Limiter:
         if until <= now:
             return None
         wait_us = int((until - now) * 1e6)
-        self._queue.append(_Pending(event, event_id, None, (level, rule, wait_us)))
+        self._refused[(event.category, level)] += 1
         self._schedule(FLUSH_DELAY)
         return self._dropped(event_id, event.category, level, rule, wait_us)
 
@@ -123,51 +125,52 @@ class Limiter:
 
     def _start(self) -> None:
         self._timer = None
-        if not self._queue:
+        if not self._queue and not self._refused:
             self._idle.set()
             return
         batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+        refused, self._refused = self._refused, Counter()
         self._busy = True
-        asyncio.get_running_loop().create_task(self._call(batch))
+        asyncio.get_running_loop().create_task(self._call(batch, refused))
 
-    async def _call(self, batch: list[_Pending]) -> None:
+    async def _call(self, batch: list[_Pending], refused: Counter) -> None:
         sent = time.monotonic()
         try:
-            results = await self._run(batch)
+            results = await self._run(batch, refused)
         except StoreUnavailable as exc:
-            self._fail(batch, exc)
+            self._fail(batch, refused, exc)
         except BaseException as exc:  # never leave a request waiting forever
-            self._fail(batch, StoreUnavailable(repr(exc)))
+            self._fail(batch, refused, StoreUnavailable(repr(exc)))
             raise
         else:
             for item, result in zip(batch, results):
                 self._settle(item, result, sent)
         finally:
             self._busy = False
-            if any(p.future for p in self._queue):
+            if self._queue:
                 self._schedule(0)
-            elif self._queue:
+            elif self._refused:
                 self._schedule(FLUSH_DELAY)
             else:
                 self._idle.set()
 
-    async def _run(self, batch: list[_Pending]) -> list:
+    async def _run(self, batch: list[_Pending], refused: Counter) -> list:
         keys = [self._keys.global_log, self._keys.outbox, self._keys.stats,
                 self._keys.categories, self._keys.digest_due]
         args = list(self._head)
         for item in batch:
             event = item.event
             log_key, suppressed, channel, rules = self._per_category(event.category)
-            keys += [log_key, self._keys.dedup(event.category, event.dedup_key or ""), suppressed]
-            if item.forced:
-                # A refusal decided here is only counted: the script reads neither its
-                # payload nor its category rules, so neither is built nor sent.
-                level, rule, wait = item.forced
-                args += [item.id, event.category, channel, 0, level, rule, wait, "", 0]
-            else:
-                args += [item.id, event.category, channel, 1 if event.dedup_key else 0,
-                         "", 0, 0, _payload(item.id, event)]
-                args += rules
+            # Without a dedup_key the script never reads that key: any name of the slot will do.
+            dedup = self._keys.dedup(event.category, event.dedup_key) if event.dedup_key else log_key
+            keys += [log_key, dedup, suppressed]
+            args += [item.id, event.category, channel, 1 if event.dedup_key else 0,
+                     "", 0, _payload(item.id, event), *rules]
+        # Refusals decided here are only counted, many at once: no id, payload or rules.
+        for (category, level), count in refused.items():
+            log_key, suppressed, channel, _ = self._per_category(category)
+            keys += [log_key, log_key, suppressed]
+            args += ["", category, channel, 0, level, count, "", 0]
         return await run(self._scripts.admit, keys, args)
 
     def _per_category(self, category: str) -> tuple[str, str, str, list[int]]:
@@ -181,19 +184,18 @@ class Limiter:
                 self._categories[category] = cached
         return cached
 
-    def _fail(self, batch: list[_Pending], exc: StoreUnavailable) -> None:
+    def _fail(self, batch: list[_Pending], refused: Counter, exc: StoreUnavailable) -> None:
         # The store may have restarted empty: what we knew about full levels is void.
         self._blocked.clear()
+        self._refused.update(refused)  # keep local refusals until they are counted
         for item in batch:
-            if item.future is None:
-                self._queue.append(item)  # keep local refusals until they are counted
-            elif not item.future.done():
+            if not item.future.done():
                 item.future.set_exception(exc)
 
     def _settle(self, item: _Pending, result: list, sent: float) -> None:
-        outcome, first_id, level = (_text(v) for v in result[:3])
+        outcome, first_id, level = (as_text(v) for v in result[:3])
         global_wait, global_rule, category_wait, category_rule = (int(v) for v in result[3:])
-        if outcome == "dropped" and item.future is not None:
+        if outcome == "dropped":
             # Measured from when the call was sent, which is no later than Redis's
             # clock at execution, so a local refusal never outlasts the real one.
             if global_wait:
@@ -201,7 +203,7 @@ class Limiter:
             if category_wait:
                 name = "category:" + item.event.category
                 self._blocked[name] = (sent + category_wait / 1e6, "category", category_rule)
-        if item.future is None or item.future.done():
+        if item.future.done():
             return
         if outcome in ("dropped", "shadow"):
             wait, rule = (global_wait, global_rule) if level == "global" else (category_wait, category_rule)
@@ -233,7 +235,3 @@ def _payload(event_id: str, event: Event) -> str:
     body["id"] = event_id
     body["received_at"] = time.time()
     return json.dumps(body, separators=(",", ":"))
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

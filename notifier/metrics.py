@@ -30,7 +30,18 @@ class Metrics:
                                             "Age of the oldest undelivered outbox entry", registry=r)
         self.dead_letters = Gauge("notifier_dead_letters", "Entries in the dead-letter stream", registry=r)
         self.digests = Counter("notifier_digests", "Digests of suppressed events claimed by this replica", registry=r)
+        self._event_children: dict[tuple[str, str], object] = {}
         self.store_errors = Counter("notifier_store_errors", "Calls to the store that failed", registry=r)
+
+
+    def count_event(self, category: str, outcome: str) -> None:
+        """Count one decided event; the labelled child is looked up once (a storm repeats it)."""
+        child = self._event_children.get((category, outcome))
+        if child is None:
+            child = self.events.labels(category, outcome)
+            if len(self._event_children) < 10_000:  # bounded: categories come from clients
+                self._event_children[(category, outcome)] = child
+        child.inc()
 
 
 METRICS = web.AppKey("metrics", Metrics)
