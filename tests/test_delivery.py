@@ -147,3 +147,29 @@ async def test_queue_gauges_follow_a_cooldown(aiohttp_client, redis_url, slack):
     text = await (await client.get("/metrics")).text()
     assert "notifier_slack_request_seconds_count 3.0" in text
     assert "notifier_delivery_seconds_count 2.0" in text
+
+
+async def test_a_background_loop_survives_an_unexpected_error(redis_url, caplog):
+    """A bug in one step (any exception, not only a store error) is logged, and the loop goes on."""
+    from notifier.delivery import Delivery
+    from notifier.metrics import Metrics
+    from notifier.store import Keys, Scripts, connect
+
+    settings = load_settings(redis_url=redis_url)
+    client = connect(settings)
+    delivery = Delivery(client, Scripts(client), Keys("notifier"), settings, None, Metrics())
+    calls = []
+
+    async def step():
+        calls.append(1)
+        if len(calls) == 1:
+            raise NameError("a bug")
+
+    task = asyncio.create_task(delivery._every("testing", lambda: 0.01, step))
+    for _ in range(200):
+        if len(calls) >= 3:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    await client.aclose()
+    assert len(calls) >= 3 and "testing failed" in caplog.text
