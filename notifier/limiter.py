@@ -216,7 +216,7 @@ class Limiter:
 
     def _dropped(self, event_id: str, category: str, level: str, rule: int, wait_us: int) -> Decision:
         return Decision("dropped", event_id, level, self._rule_text(category, level, rule),
-                        round(wait_us / 1e6, 3))
+                        max(0.001, round(wait_us / 1e6, 3)))  # refused: a slot is not free yet
 
     def _rule_text(self, category: str, level: str, rule: int) -> str:
         """The text of a refusing rule (e.g. ``10/30m``), remembered: every refusal names one."""
