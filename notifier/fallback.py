@@ -26,7 +26,7 @@ from collections import deque
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 
-from .limiter import Decision, _payload
+from .limiter import Decision, event_payload
 from .models import Event
 from .rules import Rule
 from .settings import Settings
@@ -83,7 +83,7 @@ class Fallback:
         self._replicas = settings.replicas
         self._global = LocalWindow(scaled(settings.global_limit, self._replicas))
         self._categories: dict[str, LocalWindow] = {}
-        self._held: list[tuple[str, dict]] = []  # (category, outbox fields)
+        self._held: deque[tuple[str, dict]] = deque()  # (category, outbox fields)
         self._task: asyncio.Task | None = None
         self.decisions = Counter("notifier_fail_open", "Events decided locally while the store was "
                                  "unreachable (NOTIFIER_ON_STORE_ERROR=fail_open), by outcome",
@@ -115,7 +115,7 @@ class Fallback:
         category.add(now)
         channel = self._settings.channel_for(event.category)
         self._held.append((event.category, {"id": event_id, "category": event.category,
-                                            "channel": channel, "payload": _payload(event_id, event)}))
+                                            "channel": channel, "payload": event_payload(event_id, event)}))
         self.decisions.labels(event.category, "accepted").inc()
         self._wake()
         return Decision("accepted", event_id)
@@ -139,7 +139,7 @@ class Fallback:
             except (RedisError, OSError) as exc:
                 log.debug("store still unavailable, %d events held: %s", len(self._held), exc)
                 break
-            self._held.pop(0)
+            self._held.popleft()
             moved += 1
         if moved:
             log.warning("handed %d events admitted in fail_open mode to the store", moved)

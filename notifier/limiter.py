@@ -165,7 +165,7 @@ class Limiter:
             dedup = self._keys.dedup(event.category, event.dedup_key) if event.dedup_key else log_key
             keys += [log_key, dedup, suppressed]
             args += [item.id, event.category, channel, 1 if event.dedup_key else 0,
-                     "", 0, _payload(item.id, event), *rules]
+                     "", 0, event_payload(item.id, event), *rules]
         # Refusals decided here are only counted, many at once: no id, payload or rules.
         for (category, level), count in refused.items():
             log_key, suppressed, channel, _ = self._per_category(category)
@@ -230,7 +230,8 @@ class Limiter:
         return text
 
 
-def _payload(event_id: str, event: Event) -> str:
+def event_payload(event_id: str, event: Event) -> str:
+    """The outbox copy of an admitted event: its fields, id and arrival time, as JSON."""
     body = event.model_dump(exclude_none=True)
     body["id"] = event_id
     body["received_at"] = time.time()
