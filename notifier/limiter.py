@@ -26,12 +26,12 @@ from .settings import Settings
 from .store import Keys, Scripts, StoreUnavailable, as_text, run
 
 MAX_BATCH = 256
-_OPEN = (0.0, "", 0)
+FLUSH_DELAY = 0.05
+_OPEN = (0.0, "", 0)  # a level with room: (full until, level, rule index)
 
 
 def _until(blocked: tuple[float, str, int]) -> float:
     return blocked[0]
-FLUSH_DELAY = 0.05
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,7 @@ class Limiter:
 
     async def admit(self, event: Event) -> Decision:
         """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down."""
-        # A refusal decided here needs no id (none is shown, the script only counts it).
-        local = self._local_refusal(event, "")
+        local = self._local_refusal(event)
         if local:
             return local
         event_id = uuid.uuid4().hex
@@ -95,7 +94,7 @@ class Limiter:
             except asyncio.TimeoutError:
                 pass
 
-    def _local_refusal(self, event: Event, event_id: str) -> Decision | None:
+    def _local_refusal(self, event: Event) -> Decision | None:
         # A repeated dedup_key is answered "duplicate" before any limit is checked,
         # which only Redis knows: such events always go to the script.
         if self._settings.shadow or not self._blocked or event.dedup_key:
@@ -110,7 +109,8 @@ class Limiter:
         wait_us = int((until - now) * 1e6)
         self._refused[(event.category, level)] += 1
         self._schedule(FLUSH_DELAY)
-        return self._dropped(event_id, event.category, level, rule, wait_us)
+        # No id: none is shown for a refusal, and the script only counts it.
+        return self._dropped("", event.category, level, rule, wait_us)
 
     def _schedule(self, delay: float) -> None:
         """Start the next call after ``delay`` unless one is in flight or due sooner."""
