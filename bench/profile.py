@@ -43,7 +43,7 @@ def main() -> None:
     try:
         storm.saturate(gateway)
         spy = subprocess.Popen(["py-spy", "record", "-p", str(gateway.proc.pid), "-d", str(seconds + 1),
-                                "-f", "raw", "-o", raw, "--nonblocking"])
+                                "-f", "raw", "-o", raw, "--nonblocking", "--rate", "1000"])
         time.sleep(0.5)
         rate = storm.wrk(gateway.url + "/v1/events", seconds, 64)[0]
         spy.wait()

@@ -88,25 +88,34 @@ def redis_cpu(client: redis.Redis) -> float:
     return info["used_cpu_sys"] + info["used_cpu_user"]
 
 
-def storm_rounds(gateway_url: str, baseline_url: str, client: redis.Redis, args) -> dict:
-    """Alternate gateway and baseline rounds; collect rates and Redis cost per decision."""
+def process_cpu(pid: int) -> float:
+    """Seconds of CPU (user + system) used so far by process ``pid``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args) -> dict:
+    """Alternate gateway and baseline rounds; collect rates, CPU per request, Redis cost per decision."""
     rates = {"gateway": [], "baseline": []}
+    cpu_us = {"gateway": [], "baseline": []}
     calls = usec = decisions = refused = 0
     cpu = 0.0
     for _ in range(args.rounds):
-        for name, url in (("gateway", gateway_url), ("baseline", baseline_url)):
-            before, cpu0 = evalsha_stats(client), redis_cpu(client)
+        for name, (url, pid) in servers.items():
+            before, cpu0, own0 = evalsha_stats(client), redis_cpu(client), process_cpu(pid)
             rate, total, non2xx = wrk(url + "/v1/events", args.seconds, args.connections)
-            after, cpu1 = evalsha_stats(client), redis_cpu(client)
+            after, cpu1, own1 = evalsha_stats(client), redis_cpu(client), process_cpu(pid)
             rates[name].append(rate)
-            print(f"  {name:8} {rate:9.0f} req/s  ({non2xx} of {total} not 2xx)", flush=True)
+            cpu_us[name].append((own1 - own0) / max(1, total) * 1e6)
+            print(f"  {name:8} {rate:9.0f} req/s  {cpu_us[name][-1]:6.1f} us CPU/request  "
+                  f"({non2xx} of {total} not 2xx)", flush=True)
             if name == "gateway":
                 calls += after[0] - before[0]
                 usec += after[1] - before[1]
                 decisions += total
                 refused += non2xx
                 cpu += cpu1 - cpu0
-    return dict(rates=rates, calls=calls, usec=usec, decisions=decisions, refused=refused, cpu=cpu)
+    return dict(rates=rates, cpu_us=cpu_us, calls=calls, usec=usec, decisions=decisions, refused=refused, cpu=cpu)
 
 
 async def script_vs_ping(url: str, prefix: str, limit: str, n: int) -> dict:
@@ -171,7 +180,8 @@ def main() -> None:
         saturate(gateway)
         print(f"storm: {args.rounds} rounds x {args.seconds:g} s, {args.connections} connections, "
               f"20 categories; load: {os.getloadavg()[0]:.2f}", flush=True)
-        r = storm_rounds(gateway.url, baseline_url, client, args)
+        r = storm_rounds({"gateway": (gateway.url, gateway.proc.pid),
+                          "baseline": (baseline_url, baseline.pid)}, client, args)
         gw, base = statistics.median(r["rates"]["gateway"]), statistics.median(r["rates"]["baseline"])
         stats = http("GET", gateway.url + "/v1/stats")[1]
         refusing = asyncio.run(script_vs_ping(server.url, "benchfull", "1/1h", 2000))
@@ -184,6 +194,9 @@ def main() -> None:
         server.stop()
     print(f"\ngateway   {gw:9.0f} req/s (median)   baseline {base:9.0f} req/s (median)")
     print(f"ratio     {gw / base:9.2f}")
+    gw_cpu, base_cpu = (statistics.median(r["cpu_us"][name]) for name in ("gateway", "baseline"))
+    print(f"CPU       {gw_cpu:9.1f} us/request gateway, {base_cpu:.1f} us/request baseline (medians), "
+          f"ratio {base_cpu / gw_cpu:.2f}")
     print(f"decisions {r['decisions'] / (args.rounds * args.seconds):9.0f} /s during gateway rounds, "
           f"{r['refused'] / max(1, r['decisions']):.1%} refused; stats dropped={stats.get('dropped')}")
     print(f"evalsha   {r['calls']} calls for {r['decisions']} decisions "

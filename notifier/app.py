@@ -81,6 +81,12 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_get("/metrics", metrics_handler)
     app.router.add_get("/openapi.json", openapi_handler)
     deadletters.add_routes(app)
+    import os, gc
+    if os.environ.get("XFREEZE"):
+        async def _freeze(app):
+            gc.collect(); gc.freeze()
+            if os.environ.get("XFREEZE") == "2": gc.set_threshold(10000, 50, 100)
+        app.on_startup.append(_freeze)
     return app
 
 
@@ -151,33 +157,34 @@ def decode_json(raw: bytes) -> object:
     """Strict JSON: UTF-8, no NaN/Infinity, finite numbers, no duplicate keys, bounded nesting.
 
     The fast path is orjson, which already refuses NaN, Infinity, out-of-range
-    numbers and bad UTF-8 but keeps the last of duplicate keys. Every key ends in
-    ``"`` and ``:``, so when the body has exactly as many such spots as the parsed
-    objects have keys, no key was repeated; anything else takes the strict
-    stdlib path, which also gives the precise error.
+    numbers and bad UTF-8 but keeps the last of duplicate keys. Every key in the
+    text ends in ``"``, blanks and ``:``, and strings may hold more such spots,
+    so the count of those spots (or of all colons, a cheaper upper bound) is at
+    least the number of keys written. When it equals the number of keys parsed,
+    none was repeated; anything else takes the strict stdlib path, which also
+    gives the precise error.
     """
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return _decode_strictly(raw)
-    keys = _count_keys(value)
-    if keys is None or keys != len(_KEY_END.findall(raw)):
+    keys = _count_keys(value, 0) if type(value) in (dict, list) else 0
+    if keys is None or (keys != raw.count(b":") and keys != len(_KEY_END.findall(raw))):
         return _decode_strictly(raw)
     return value
 
 
-def _count_keys(value: object) -> int | None:
+def _count_keys(value: object, depth: int) -> int | None:
     """Keys in all objects of ``value``; None when nested deeper than ``MAX_DEPTH``."""
-    count, stack = 0, [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return None
-        if isinstance(item, dict):
-            count += len(item)
-            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (dict, list)))
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
+    if depth > MAX_DEPTH:
+        return None
+    count = len(value) if type(value) is dict else 0
+    for item in value.values() if type(value) is dict else value:
+        if type(item) is dict or type(item) is list:
+            inner = _count_keys(item, depth + 1)
+            if inner is None:
+                return None
+            count += inner
     return count
 
 
@@ -219,17 +226,16 @@ def parse_event(body: object, settings: Settings) -> Event:
 async def decide(gateway: Gateway, event: Event) -> Decision:
     """Run one event through the limiter and count the outcome."""
     started = time.perf_counter()
-    try:
-        decision = await gateway.limiter.admit(event)
-    except store.StoreUnavailable:
-        if gateway.fallback is None:
-            raise
-        decision = gateway.fallback.admit(event)
-    gateway.metrics.admission_seconds.observe(time.perf_counter() - started)
-    outcome = decision.outcome
-    if outcome in ("dropped", "shadow"):
-        outcome = f"{'shadow_' if outcome == 'shadow' else ''}dropped_{decision.level}"
-    gateway.metrics.count_event(event.category, outcome)
+    # In a storm nearly every event meets a level known to be full: no await, no round trip.
+    decision = gateway.limiter.refuse_locally(event)
+    if decision is None:
+        try:
+            decision = await gateway.limiter.decide_in_store(event)
+        except store.StoreUnavailable:
+            if gateway.fallback is None:
+                raise
+            decision = gateway.fallback.admit(event)
+    gateway.metrics.count_decision(event.category, decision, time.perf_counter() - started)
     return decision
 
 

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .models import Event
 from .rules import rule_args
@@ -34,9 +35,8 @@ def _until(blocked: tuple[float, str, int]) -> float:
     return blocked[0]
 
 
-@dataclass(frozen=True)
-class Decision:
-    """The limiter's answer for one event."""
+class Decision(NamedTuple):
+    """The limiter's answer for one event (a tuple: an alert storm makes millions)."""
 
     outcome: str  # accepted | dropped | duplicate | shadow
     id: str
@@ -75,9 +75,10 @@ class Limiter:
 
     async def admit(self, event: Event) -> Decision:
         """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down."""
-        local = self._local_refusal(event)
-        if local:
-            return local
+        return self.refuse_locally(event) or await self.decide_in_store(event)
+
+    async def decide_in_store(self, event: Event) -> Decision:
+        """Send ``event`` with the next batch to the script and wait for its answer."""
         event_id = uuid.uuid4().hex
         future = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(event, event_id, future))
@@ -94,7 +95,8 @@ class Limiter:
             except asyncio.TimeoutError:
                 pass
 
-    def _local_refusal(self, event: Event) -> Decision | None:
+    def refuse_locally(self, event: Event) -> Decision | None:
+        """The refusal of ``event`` when its level is known to be full, else None (no I/O)."""
         # A repeated dedup_key is answered "duplicate" before any limit is checked,
         # which only Redis knows: such events always go to the script.
         if self._settings.shadow or not self._blocked or event.dedup_key:
@@ -209,7 +211,7 @@ class Limiter:
             wait, rule = (global_wait, global_rule) if level == "global" else (category_wait, category_rule)
             decision = self._dropped(item.id, item.event.category, level, rule, wait)
             if outcome == "shadow":
-                decision = Decision("shadow", item.id, decision.level, decision.rule, decision.retry_after)
+                decision = decision._replace(outcome="shadow")
         else:
             decision = Decision(outcome, first_id)
         item.future.set_result(decision)

@@ -34,14 +34,25 @@ class Metrics:
         self.store_errors = Counter("notifier_store_errors", "Calls to the store that failed", registry=r)
 
 
-    def count_event(self, category: str, outcome: str) -> None:
-        """Count one decided event; the labelled child is looked up once (a storm repeats it)."""
-        child = self._event_children.get((category, outcome))
-        if child is None:
-            child = self.events.labels(category, outcome)
+    def count_decision(self, category: str, decision, seconds: float) -> None:
+        """Count one decided event and the time it took to decide."""
+        self.admission_seconds.observe(seconds)
+        key = (category, decision.outcome, decision.level)
+        child = self._event_children.get(key)
+        if child is None:  # looked up once per (category, outcome): a storm repeats them
+            child = self.events.labels(category, outcome_label(decision.outcome, decision.level))
             if len(self._event_children) < 10_000:  # bounded: categories come from clients
-                self._event_children[(category, outcome)] = child
+                self._event_children[key] = child
         child.inc()
+
+
+def outcome_label(outcome: str, level: str) -> str:
+    """The ``outcome`` label of ``notifier_events_total``, e.g. ``dropped_global``."""
+    if outcome == "dropped":
+        return f"dropped_{level}"
+    if outcome == "shadow":
+        return f"shadow_dropped_{level}"
+    return outcome
 
 
 METRICS = web.AppKey("metrics", Metrics)

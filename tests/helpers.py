@@ -110,8 +110,9 @@ class Gateway:
     """``notifier serve`` as a user runs it: the installed console script, in its own process."""
 
     def __init__(self, env: dict[str, str], port: int | None = None, wrapper: list[str] | None = None,
-                 log_dir: str | None = None) -> None:
+                 log_dir: str | None = None, command: list[str] | None = None) -> None:
         self.port = port or free_port()
+        self.command = command  # default: the installed console script
         self.env = {**os.environ, "NOTIFIER_HOST": "127.0.0.1", "NOTIFIER_PORT": str(self.port),
                     "PYTHONUNBUFFERED": "1", **env}
         self.wrapper = wrapper or []
@@ -123,13 +124,13 @@ class Gateway:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, ready: bool = True) -> "Gateway":
-        command = shutil.which("notifier")
-        argv = [command, "serve"] if command else [sys.executable, "-m", "notifier", "serve"]
+        script = shutil.which("notifier")
+        argv = self.command or ([script, "serve"] if script else [sys.executable, "-m", "notifier", "serve"])
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.wrapper + argv, env=self.env, stdout=self.log,
                                      stderr=subprocess.STDOUT)
         path = "/readyz" if ready else "/healthz"
-        wait_for(lambda: self._ok(path), 20, what=f"gateway on {self.port}{path}")
+        wait_for(lambda: self._ok(path), 120 if self.command else 20, what=f"gateway on {self.port}{path}")
         return self
 
     def _ok(self, path: str) -> bool:
