@@ -235,7 +235,8 @@ async def decide(gateway: Gateway, event: Event) -> Decision:
             if gateway.fallback is None:
                 raise
             decision = gateway.fallback.admit(event)
-    gateway.metrics.count_decision(event.category, decision, time.perf_counter() - started)
+    gateway.metrics.decisions.count(event.category, decision.outcome, decision.level,
+                                    time.perf_counter() - started)
     return decision
 
 

@@ -28,11 +28,13 @@ from .store import Keys, Scripts, StoreUnavailable, as_text, run
 
 MAX_BATCH = 256
 FLUSH_DELAY = 0.05
-_OPEN = (0.0, "", 0)  # a level with room: (full until, level, rule index)
+MAX_REMEMBERED = 10_000  # categories held in per-category caches: names come from clients
+_OPEN = (0.0, "", "")  # a level with room: (full until, level, rule text)
 
 
-def _until(blocked: tuple[float, str, int]) -> float:
-    return blocked[0]
+def _seconds(wait: float) -> float:
+    """``retry_after`` of a refusal: to the millisecond, never 0 (a slot is not free yet)."""
+    return max(0.001, round(wait, 3))
 
 
 class Decision(NamedTuple):
@@ -67,11 +69,11 @@ class Limiter:
         self._busy = False
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0
-        self._blocked: dict[str, tuple[float, str, int]] = {}  # level -> (until, level, rule)
+        # Levels known to be full: None (global) or a category -> (until, level, rule text).
+        self._blocked: dict[str | None, tuple[float, str, str]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
         self._categories: dict[str, tuple[str, str, str, list[int]]] = {}
-        self._rule_texts: dict[tuple[str, str, int], str] = {}
 
     async def admit(self, event: Event) -> Decision:
         """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down."""
@@ -99,20 +101,22 @@ class Limiter:
         """The refusal of ``event`` when its level is known to be full, else None (no I/O)."""
         # A repeated dedup_key is answered "duplicate" before any limit is checked,
         # which only Redis knows: such events always go to the script.
-        if self._settings.shadow or not self._blocked or event.dedup_key:
+        blocked = self._blocked
+        if not blocked or event.dedup_key or self._settings.shadow:
             return None
         # Like the script, name the level that stays full longer (global on a tie).
-        blocked = max(self._blocked.get("global", _OPEN),
-                      self._blocked.get("category:" + event.category, _OPEN), key=_until)
-        until, level, rule = blocked
+        until, level, rule = blocked.get(None, _OPEN)
+        category = blocked.get(event.category)
+        if category is not None and category[0] > until:
+            until, level, rule = category
         now = time.monotonic()
         if until <= now:
             return None
-        wait_us = int((until - now) * 1e6)
         self._refused[(event.category, level)] += 1
-        self._schedule(FLUSH_DELAY)
+        if self._timer is None and not self._busy:  # else a call is due within FLUSH_DELAY
+            self._schedule(FLUSH_DELAY)
         # No id: none is shown for a refusal, and the script only counts it.
-        return self._dropped("", event.category, level, rule, wait_us)
+        return Decision("dropped", "", level, rule, _seconds(until - now))
 
     def _schedule(self, delay: float) -> None:
         """Start the next call after ``delay`` unless one is in flight or due sooner."""
@@ -182,7 +186,7 @@ class Limiter:
             channel = self._settings.channel_for(category)
             cached = (self._keys.category_log(category), self._keys.suppressed(channel), channel,
                       rule_args(self._settings.rules_for(category)))
-            if len(self._categories) < 10_000:  # bounded: categories come from clients
+            if len(self._categories) < MAX_REMEMBERED:
                 self._categories[category] = cached
         return cached
 
@@ -197,39 +201,39 @@ class Limiter:
     def _settle(self, item: _Pending, result: list, sent: float) -> None:
         outcome, first_id, level = (as_text(v) for v in result[:3])
         global_wait, global_rule, category_wait, category_rule = (int(v) for v in result[3:])
+        category = item.event.category
         if outcome == "dropped":
-            # Measured from when the call was sent, which is no later than Redis's
-            # clock at execution, so a local refusal never outlasts the real one.
-            if global_wait:
-                self._blocked["global"] = (sent + global_wait / 1e6, "global", global_rule)
-            if category_wait:
-                name = "category:" + item.event.category
-                self._blocked[name] = (sent + category_wait / 1e6, "category", category_rule)
+            self._remember_full(category, global_wait, global_rule, category_wait, category_rule, sent)
         if item.future.done():
             return
         if outcome in ("dropped", "shadow"):
             wait, rule = (global_wait, global_rule) if level == "global" else (category_wait, category_rule)
-            decision = self._dropped(item.id, item.event.category, level, rule, wait)
+            decision = Decision("dropped", item.id, level, self._rule_text(category, level, rule),
+                                _seconds(wait / 1e6))
             if outcome == "shadow":
                 decision = decision._replace(outcome="shadow")
         else:
             decision = Decision(outcome, first_id)
         item.future.set_result(decision)
 
-    def _dropped(self, event_id: str, category: str, level: str, rule: int, wait_us: int) -> Decision:
-        return Decision("dropped", event_id, level, self._rule_text(category, level, rule),
-                        max(0.001, round(wait_us / 1e6, 3)))  # refused: a slot is not free yet
+    def _remember_full(self, category: str, global_wait: int, global_rule: int,
+                       category_wait: int, category_rule: int, sent: float) -> None:
+        """Note levels the script reported full, to refuse their events here until then."""
+        if len(self._blocked) > MAX_REMEMBERED:
+            self._blocked.clear()  # only a shortcut: forgetting costs round trips, not answers
+        # Measured from when the call was sent, which is no later than Redis's
+        # clock at execution, so a local refusal never outlasts the real one.
+        if global_wait:
+            self._blocked[None] = (sent + global_wait / 1e6, "global",
+                                   self._rule_text(category, "global", global_rule))
+        if category_wait:
+            self._blocked[category] = (sent + category_wait / 1e6, "category",
+                                       self._rule_text(category, "category", category_rule))
 
     def _rule_text(self, category: str, level: str, rule: int) -> str:
-        """The text of a refusing rule (e.g. ``10/30m``), remembered: every refusal names one."""
-        key = (category, level, rule)
-        text = self._rule_texts.get(key)
-        if text is None:
-            rules = self._settings.global_limit if level == "global" else self._settings.rules_for(category)
-            text = rules[max(rule, 1) - 1].text
-            if len(self._rule_texts) < 10_000:  # bounded: categories come from clients
-                self._rule_texts[key] = text
-        return text
+        """The text of rule number ``rule`` (from 1) of a level, e.g. ``10/30m``."""
+        rules = self._settings.global_limit if level == "global" else self._settings.rules_for(category)
+        return rules[max(rule, 1) - 1].text
 
 
 def event_payload(event_id: str, event: Event) -> str:

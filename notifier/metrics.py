@@ -2,8 +2,50 @@
 
 from __future__ import annotations
 
+import bisect
+from collections import Counter as Tally
+
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
+
+ADMISSION_BUCKETS = (.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1)
+
+
+class Decisions:
+    """``notifier_events_total`` and ``notifier_admission_seconds``, counted in plain ints.
+
+    Every request of an alert storm is counted here, so this is the cheap path:
+    a dict and a list, no locks (one event loop), turned into Prometheus
+    samples only when ``/metrics`` is scraped.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.events: Tally[tuple[str, str, str]] = Tally()  # (category, outcome, level) -> events
+        self.buckets = [0] * (len(ADMISSION_BUCKETS) + 1)  # the last one is +Inf
+        self.seconds = 0.0
+        registry.register(self)
+
+    def count(self, category: str, outcome: str, level: str, seconds: float) -> None:
+        """Count one decided event and the time it took to decide."""
+        self.events[(category, outcome, level)] += 1
+        self.buckets[bisect.bisect_left(ADMISSION_BUCKETS, seconds)] += 1
+        self.seconds += seconds
+
+    def collect(self):
+        events = CounterMetricFamily("notifier_events", "Events decided, by category and outcome "
+                                     "(accepted, dropped_global, dropped_category, duplicate, shadow_*)",
+                                     labels=["category", "outcome"])
+        for (category, outcome, level), count in sorted(self.events.items()):
+            events.add_metric([category, outcome_label(outcome, level)], count)
+        yield events
+        cumulative, total = [], 0
+        for bound, count in zip((*map(floatToGoString, ADMISSION_BUCKETS), "+Inf"), self.buckets):
+            total += count
+            cumulative.append((bound, total))
+        yield HistogramMetricFamily("notifier_admission_seconds", "Time to decide one event",
+                                    buckets=cumulative, sum_value=self.seconds)
 
 
 class Metrics:
@@ -11,11 +53,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
-        self.events = Counter("notifier_events", "Events decided, by category and outcome "
-                              "(accepted, dropped_global, dropped_category, duplicate, shadow_*)",
-                              ["category", "outcome"], registry=r)
-        self.admission_seconds = Histogram("notifier_admission_seconds", "Time to decide one event",
-                                           registry=r, buckets=(.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1))
+        self.decisions = Decisions(r)
         self.rejected = Counter("notifier_requests_rejected", "Requests refused before any decision, by HTTP status",
                                 ["status"], registry=r)
         self.deliveries = Counter("notifier_deliveries", "Slack sends by outcome (delivered, duplicate, "
@@ -30,20 +68,7 @@ class Metrics:
                                             "Age of the oldest undelivered outbox entry", registry=r)
         self.dead_letters = Gauge("notifier_dead_letters", "Entries in the dead-letter stream", registry=r)
         self.digests = Counter("notifier_digests", "Digests of suppressed events claimed by this replica", registry=r)
-        self._event_children: dict[tuple[str, str], object] = {}
         self.store_errors = Counter("notifier_store_errors", "Calls to the store that failed", registry=r)
-
-
-    def count_decision(self, category: str, decision, seconds: float) -> None:
-        """Count one decided event and the time it took to decide."""
-        self.admission_seconds.observe(seconds)
-        key = (category, decision.outcome, decision.level)
-        child = self._event_children.get(key)
-        if child is None:  # looked up once per (category, outcome): a storm repeats them
-            child = self.events.labels(category, outcome_label(decision.outcome, decision.level))
-            if len(self._event_children) < 10_000:  # bounded: categories come from clients
-                self._event_children[key] = child
-        child.inc()
 
 
 def outcome_label(outcome: str, level: str) -> str:
