@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, strategies as st
 
+from notifier import app as gateway_app
 from notifier.app import create_app
 from notifier.settings import load_settings
 
@@ -34,6 +36,11 @@ CASES = [
     ("nesting bomb", b'{"category": "db", "text": "x", "n": ' + b"[" * 30000 + b"]" * 30000 + b"}",
      JSON, 400, ["nest"]),
     ("duplicate key", b'{"category": "db", "text": "x", "text": "y"}', JSON, 422, ["text", "duplicate"]),
+    ("duplicate key, no blanks", b'{"category":"db","text":"x","text":"y"}', JSON, 422, ["text", "duplicate"]),
+    ("duplicate key, colons in text", b'{"category":"db","text":"a:b","text":"c"}', JSON, 422,
+     ["text", "duplicate"]),
+    ("duplicate key in fields", b'{"category":"db","text":"x","fields":{"a":"1","a":"2"}}', JSON, 422,
+     ["duplicate"]),
     ("text/plain", body(), "text/plain", 415, ["Content-Type"]),
     ("no content type", body(), None, 415, ["Content-Type"]),
     ("form", b"category=db&text=x", "application/x-www-form-urlencoded", 415, ["Content-Type"]),
@@ -95,7 +102,7 @@ async def test_bad_body(client, name, raw, content_type, status, words):
     assert response.status == status, answer
     assert response.content_type == JSON
     assert isinstance(answer.get("error"), str) and mentions(answer, words), answer
-    if status == 422 and name not in ("array", "string", "null", "number"):
+    if status == 422 and name not in ("array", "string", "null", "number", "duplicate key in fields"):
         named = {d["field"].split(".")[0] for d in answer["details"]}
         assert named & set(words), answer
     assert await stats(client) == before
@@ -155,3 +162,31 @@ async def test_not_found_and_wrong_method_are_json(client):
     assert "POST" in response.headers.get("Allow", "")
     response = await client.delete("/v1/stats")
     assert response.status == 405 and "error" in await response.json()
+
+
+# Keys and values that make the fast and the strict parsing paths disagree if either is wrong:
+# repeated keys, unknown keys, colons and quotes inside strings, wrong types, blanks around ":".
+KEYS = st.sampled_from(["category", "text", "title", "severity", "dedup_key", "extra", "a:b", 'q"'])
+STRINGS = st.sampled_from(["db", "x", "a:b", '"q":', "error", "\\u00e9", "", "c" * 70])
+VALUES = st.one_of(STRINGS.map(lambda s: f'"{s}"'), st.sampled_from(["1", "null", "[]", "1e999"]),
+                   st.dictionaries(STRINGS, STRINGS, max_size=3).map(
+                       lambda d: "{" + ",".join(f'"{k}":"{v}"' for k, v in d.items()) + "}"))
+BLANKS = st.sampled_from(["", " ", "\n  "])
+
+
+@st.composite
+def event_texts(draw) -> bytes:
+    """A JSON-like object text, keys possibly repeated, with ``fields`` sometimes holding pairs."""
+    pairs = draw(st.lists(st.tuples(KEYS | st.just("fields"), VALUES), max_size=7))
+    pairs = [("category", '"db"'), ("text", '"x"')] * draw(st.booleans()) + pairs
+    blank = draw(BLANKS)
+    return ("{" + ",".join(f'{blank}"{k}"{blank}:{blank}{v}' for k, v in pairs) + "}").encode()
+
+
+@given(event_texts())
+def test_fast_parsing_accepts_only_what_strict_parsing_accepts_the_same(raw):
+    """The storm's fast path (pydantic from bytes) never admits a body the strict path refuses."""
+    fast = gateway_app._plain_event(raw)
+    if fast is None:
+        return
+    assert fast == gateway_app._validated_event(gateway_app.decode_json(raw))
