@@ -86,7 +86,9 @@ def count(pid: int, port: int, requests: int, out: str) -> tuple[float, float]:
     started = time.monotonic()
     asyncio.run(send(port, requests))
     busy = dump(pid, out, 2)
-    background = idle * (time.monotonic() - started)
+    seconds = time.monotonic() - started
+    print(f"counted {requests} requests in {seconds:.1f} s ({requests / seconds:.0f}/s under valgrind)")
+    background = idle * seconds
     callgrind_control(pid, "-i", "off")
     return (busy - background) / requests, background / busy
 
