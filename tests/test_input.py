@@ -141,9 +141,15 @@ async def test_chunked_small_body_is_fine(client):
 
 
 async def test_charset_parameter_is_accepted(client):
-    response = await client.post("/v1/events", data=body(),
-                                 headers={"Content-Type": "application/json; charset=utf-8"})
-    assert response.status == 202
+    for content_type in ("application/json; charset=utf-8", "Application/JSON ;charset=UTF-8"):
+        response = await client.post("/v1/events", data=body(), headers={"Content-Type": content_type})
+        assert response.status == 202, content_type
+
+
+async def test_other_json_like_types_are_415(client):
+    for content_type in ("application/json-seq", "application/jsonx; a=b", "text/json", "json"):
+        response = await client.post("/v1/events", data=body(), headers={"Content-Type": content_type})
+        assert response.status == 415, content_type
 
 
 async def test_alertmanager_bad_payloads(client):
