@@ -105,7 +105,9 @@ def check_token(request: web.Request) -> None:
     for token in tokens:
         matched |= hmac.compare_digest(given_bytes, token.encode())
     if scheme.lower() != "bearer" or not matched:
-        raise ApiError(401, "missing or wrong bearer token")
+        # RFC 6750: a 401 names the scheme a client must use.
+        raise ApiError(401, "missing or wrong bearer token",
+                       headers={"WWW-Authenticate": 'Bearer realm="notifier"'})
 
 
 async def read_json(request: web.Request) -> object:

@@ -20,9 +20,10 @@ STORE_RETRY_AFTER = 2  # seconds a client should wait when the store is unreacha
 class ApiError(Exception):
     """A request the gateway refuses before deciding anything; nothing was counted."""
 
-    def __init__(self, status: int, error: str, details: list | None = None) -> None:
+    def __init__(self, status: int, error: str, details: list | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(error)
-        self.status, self.error, self.details = status, error, details or []
+        self.status, self.error, self.details, self.headers = status, error, details or [], headers
 
 
 def json_response(body: dict, status: int = 200, headers: dict | None = None) -> web.Response:
@@ -46,7 +47,7 @@ async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ApiError as exc:
-        return _refused(request, exc.status, {"error": exc.error, "details": exc.details})
+        return _refused(request, exc.status, {"error": exc.error, "details": exc.details}, exc.headers)
     except StoreUnavailable as exc:
         log.warning("store unavailable: %s", exc)
         return _refused(request, 503, {"error": "store unavailable, try again later"},

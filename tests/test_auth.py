@@ -37,8 +37,9 @@ def test_missing_or_wrong_token_is_401(gateway, header):
     before = accepted(gateway)
     headers = {"Authorization": header} if header is not None else {}
     for path, body in (("/v1/events", EVENT), ("/v1/alertmanager", ALERT)):
-        status, answer, _ = gateway.post(body, path=path, headers=headers)
+        status, answer, head = gateway.post(body, path=path, headers=headers)
         assert status == 401 and "token" in answer["error"]
+        assert head.get("WWW-Authenticate", "").startswith("Bearer ")
         assert "Secret" not in str(answer)
     assert accepted(gateway) == before
 
