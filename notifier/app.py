@@ -54,7 +54,7 @@ async def gateway_ctx(app: web.Application):
     client = store.connect(settings)
     keys, scripts = store.Keys(settings.key_prefix), store.Scripts(client)
     limiter = Limiter(scripts, keys, settings)
-    fallback = make_fallback(settings, client, keys, metrics.registry)
+    fallback = make_fallback(settings, client, keys, metrics.registry, limiter)
     app[GATEWAY] = Gateway(settings, client, keys, scripts, limiter, metrics, fallback)
     async with aiohttp.ClientSession() as session:
         delivery = Delivery(client, scripts, keys, settings, make_sink(settings, session), metrics)

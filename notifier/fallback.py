@@ -6,11 +6,14 @@ configured rules with every count divided by ``NOTIFIER_REPLICAS`` (rounded
 up, at least 1), so the fleet together stays near the configured limits.
 
 An event admitted this way cannot be queued in the outbox, which lives in the
-store. It is held in a bounded in-memory queue and appended to the outbox (and
-counted in ``/v1/stats``) as soon as the store answers again, then delivered as
-usual. Honest limits: held events are lost if this process dies before the
-store returns; dedup keys are not checked; when the queue is full the event is
-refused with 503 rather than admitted and dropped silently.
+store. It is held in a bounded in-memory queue and, as soon as the store
+answers again, appended to the outbox, written into the global and category
+sliding logs at the time it was admitted (so the fleet's windows count it) and
+counted in ``/v1/stats``, then delivered as usual. A refusal is handed to the
+limiter's pending refusal counts, which reach ``/v1/stats`` and the digests
+with its next call. Honest limits: held events are lost if this process dies
+before the store returns; dedup keys are not checked; when the queue is full
+the event is refused with 503 rather than admitted and dropped silently.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections import deque
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 
-from .limiter import Decision, event_payload
+from .limiter import Decision, Limiter, event_payload
 from .models import Event
 from .rules import Rule
 from .settings import Settings
@@ -78,12 +81,12 @@ class LocalWindow:
 class Fallback:
     """The fail_open limiter and the queue of events it admitted."""
 
-    def __init__(self, settings: Settings, client, keys: Keys, registry) -> None:
-        self._settings, self._client, self._keys = settings, client, keys
+    def __init__(self, settings: Settings, client, keys: Keys, registry, limiter: Limiter) -> None:
+        self._settings, self._client, self._keys, self._limiter = settings, client, keys, limiter
         self._replicas = settings.replicas
         self._global = LocalWindow(scaled(settings.global_limit, self._replicas))
         self._categories: dict[str, LocalWindow] = {}
-        self._held: deque[tuple[str, dict]] = deque()  # (category, outbox fields)
+        self._held: deque[tuple[str, dict, int]] = deque()  # (category, outbox fields, admitted at, us)
         self._task: asyncio.Task | None = None
         self.decisions = Counter("notifier_fail_open", "Events decided locally while the store was "
                                  "unreachable (NOTIFIER_ON_STORE_ERROR=fail_open), by outcome",
@@ -110,12 +113,14 @@ class Fallback:
             level, wait, rule = (("category", category_wait, category_rule) if category_wait > global_wait
                                  else ("global", global_wait, global_rule))
             self.decisions.labels(event.category, f"dropped_{level}").inc()
+            self._limiter.count_refusal(event.category, level)
             return Decision("dropped", event_id, level, rule, round(wait, 3))
         self._global.add(now)
         category.add(now)
         channel = self._settings.channel_for(event.category)
         self._held.append((event.category, {"id": event_id, "category": event.category,
-                                            "channel": channel, "payload": event_payload(event_id, event)}))
+                                            "channel": channel, "payload": event_payload(event_id, event)},
+                           int(time.time() * 1e6)))
         self.decisions.labels(event.category, "accepted").inc()
         self._wake()
         return Decision("accepted", event_id)
@@ -133,9 +138,8 @@ class Fallback:
         """Append held events to the outbox and the shared counters; returns how many went."""
         moved = 0
         while self._held:
-            category, fields = self._held[0]
             try:
-                await self._append(category, fields)
+                await self._append(*self._held[0])
             except (RedisError, OSError) as exc:
                 log.debug("store still unavailable, %d events held: %s", len(self._held), exc)
                 break
@@ -145,10 +149,15 @@ class Fallback:
             log.warning("handed %d events admitted in fail_open mode to the store", moved)
         return moved
 
-    async def _append(self, category: str, fields: dict) -> None:
-        # One transaction per event, so an event is queued and counted together or not at all.
+    async def _append(self, category: str, fields: dict, admitted_us: int) -> None:
+        # One transaction per event, so an event is queued, logged and counted together or not at all.
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.xadd(self._keys.outbox, fields)
+            for log, rules in ((self._keys.global_log, self._settings.global_limit),
+                               (self._keys.category_log(category), self._settings.rules_for(category))):
+                # The replica's clock, not Redis's: the only record of when it admitted the event.
+                pipe.zadd(log, {fields["id"]: admitted_us})
+                pipe.pexpire(log, max(rule.window_ms for rule in rules))
             pipe.hincrby(self._keys.stats, "accepted", 1)
             pipe.hincrby(self._keys.stats, f"accepted:{category}", 1)
             pipe.sadd(self._keys.categories, category)
@@ -165,8 +174,8 @@ class Fallback:
                       len(self._held))
 
 
-def make_fallback(settings: Settings, client, keys: Keys, registry) -> Fallback | None:
+def make_fallback(settings: Settings, client, keys: Keys, registry, limiter: Limiter) -> Fallback | None:
     """The fail_open fallback, or None with ``fail_closed``."""
     if settings.on_store_error != "fail_open":
         return None
-    return Fallback(settings, client, keys, registry)
+    return Fallback(settings, client, keys, registry, limiter)

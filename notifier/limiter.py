@@ -99,6 +99,11 @@ class Limiter:
             except asyncio.TimeoutError:
                 pass
 
+    def count_refusal(self, category: str, level: str) -> None:
+        """Count a refusal decided elsewhere (``fail_open``) with the next call to the script."""
+        self._refused[(category, level)] += 1
+        self._schedule(FLUSH_DELAY)
+
     def refuse_locally(self, event: Event) -> Decision | None:
         """The refusal of ``event`` when its level is known to be full, else None (no I/O)."""
         # A repeated dedup_key is answered "duplicate" before any limit is checked,

@@ -80,6 +80,13 @@ def test_fail_open_admits_locally_and_hands_over_on_recovery(own_redis):
         wait_for(lambda: "held 0" in gateway.output() and "held 1" in gateway.output(), 20,
                  what="held events delivered")
         assert "held 2" not in gateway.output()
+        # The local refusal is counted like any other...
+        stats = gateway.get("/v1/stats")[1]
+        assert (stats["dropped"], stats["dropped_by_limit"]["category"]) == (1, 1), stats
+        assert stats["by_category"]["db"] == {"accepted": 2, "dropped": 1}, stats
+        # ...and the two held events sit in the sliding logs: 4/1m leaves room for two more.
+        after = [gateway.post({"category": "db", "text": f"after {i}"})[0] for i in range(3)]
+        assert after == [202, 202, 429]
     finally:
         gateway.stop()
 
