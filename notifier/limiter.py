@@ -29,6 +29,7 @@ from .store import Keys, Scripts, StoreUnavailable, as_text, run
 
 MAX_BATCH = 256
 FLUSH_DELAY = 0.05
+RETRY_DELAY = 1.0  # between attempts to count refusals while the store is unreachable
 MAX_REMEMBERED = 10_000  # categories held in per-category caches: names come from clients
 _OPEN = (0.0, "", "")  # a level with room: (full until, level, rule text)
 
@@ -102,7 +103,8 @@ class Limiter:
     def count_refusal(self, category: str, level: str) -> None:
         """Count a refusal decided elsewhere (``fail_open``) with the next call to the script."""
         self._refused[(category, level)] += 1
-        self._schedule(FLUSH_DELAY)
+        if self._timer is None and not self._busy:  # else a call is already due
+            self._schedule(FLUSH_DELAY)
 
     def refuse_locally(self, event: Event) -> Decision | None:
         """The refusal of ``event`` when its level is known to be full, else None (no I/O)."""
@@ -147,7 +149,7 @@ class Limiter:
         asyncio.get_running_loop().create_task(self._call(batch, refused))
 
     async def _call(self, batch: list[_Pending], refused: Counter) -> None:
-        sent = time.monotonic()
+        sent, failed = time.monotonic(), True
         try:
             results = await self._run(batch, refused)
         except StoreUnavailable as exc:
@@ -156,6 +158,7 @@ class Limiter:
             self._fail(batch, refused, StoreUnavailable(repr(exc)))
             raise
         else:
+            failed = False
             for item, result in zip(batch, results):
                 self._settle(item, result, sent)
         finally:
@@ -163,7 +166,9 @@ class Limiter:
             if self._queue:
                 self._schedule(0)
             elif self._refused:
-                self._schedule(FLUSH_DELAY)
+                # A store that is down is not asked 20 times a second just to count refusals
+                # (against a hung one, each attempt would hold up the next events for a timeout).
+                self._schedule(RETRY_DELAY if failed else FLUSH_DELAY)
             else:
                 self._idle.set()
 

@@ -172,3 +172,38 @@ async def test_store_down_raises_store_unavailable():
     limiter = Limiter(Scripts(connect(settings)), Keys("notifier"), settings)
     with pytest.raises(StoreUnavailable):
         await limiter.admit(ev("a"))
+
+
+class FlakyScript:
+    """Stands in for admit.lua: fails while ``down``, then counts what it was sent."""
+
+    def __init__(self) -> None:
+        self.calls, self.down, self.forced = 0, True, []
+
+    async def __call__(self, keys, args):
+        from redis.exceptions import ConnectionError as RedisConnectionError
+
+        self.calls += 1
+        if self.down:
+            raise RedisConnectionError("store down")
+        self.forced.append(args)
+        return []
+
+
+async def test_refusal_counts_wait_for_a_store_that_is_down_without_hammering_it():
+    settings = load_settings(digest_interval=0)
+    script = FlakyScript()
+    limiter = Limiter(type("S", (), {"admit": script})(), Keys("t"), settings)
+    limiter.count_refusal("db", "category")
+    for _ in range(100):  # the first attempt comes within FLUSH_DELAY
+        if script.calls:
+            break
+        await asyncio.sleep(0.02)
+    for _ in range(5):  # more refusals while down must not bring the next attempt forward
+        limiter.count_refusal("db", "category")
+        await asyncio.sleep(0.08)
+    assert script.calls == 1
+    script.down = False
+    await limiter.flush()
+    # Nothing was lost: all six refusals go in the next call, as one count.
+    assert script.calls == 2 and "db" in script.forced[0] and 6 in script.forced[0]
