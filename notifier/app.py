@@ -81,12 +81,6 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_get("/metrics", metrics_handler)
     app.router.add_get("/openapi.json", openapi_handler)
     deadletters.add_routes(app)
-    import os, gc
-    if os.environ.get("XFREEZE"):
-        async def _freeze(app):
-            gc.collect(); gc.freeze()
-            if os.environ.get("XFREEZE") == "2": gc.set_threshold(10000, 50, 100)
-        app.on_startup.append(_freeze)
     return app
 
 
