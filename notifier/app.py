@@ -161,21 +161,29 @@ def decode_json(raw: bytes) -> object:
     """Strict JSON: UTF-8, no NaN/Infinity, finite numbers, no duplicate keys, bounded nesting.
 
     The fast path is orjson, which already refuses NaN, Infinity, out-of-range
-    numbers and bad UTF-8 but keeps the last of duplicate keys. Every key in the
-    text ends in ``"``, blanks and ``:``, and strings may hold more such spots,
-    so the count of those spots (or of all colons, a cheaper upper bound) is at
-    least the number of keys written. When it equals the number of keys parsed,
-    none was repeated; anything else takes the strict stdlib path, which also
-    gives the precise error.
+    numbers and bad UTF-8 but keeps the last of duplicate keys; when a key may
+    have been repeated (see :func:`_no_key_repeated`), the strict stdlib path
+    decides, which also gives the precise error.
     """
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return _decode_strictly(raw)
     keys = _count_keys(value, 0) if type(value) in (dict, list) else 0
-    if keys is None or (keys != raw.count(b":") and keys != len(_KEY_END.findall(raw))):
+    if keys is None or not _no_key_repeated(raw, keys):
         return _decode_strictly(raw)
     return value
+
+
+def _no_key_repeated(raw: bytes, keys: int) -> bool:
+    """True when ``keys``, the number of keys a parser kept from ``raw``, proves none was repeated.
+
+    Every key in the text ends in ``"``, blanks and ``:``, and strings may hold
+    more such spots, so the count of those spots (or of all colons, a cheaper
+    upper bound) is at least the number of keys written. When it equals the
+    number of keys kept, none was repeated. False may also mean "cannot tell".
+    """
+    return keys == raw.count(b":") or keys == len(_KEY_END.findall(raw))
 
 
 def _count_keys(value: object, depth: int) -> int | None:
@@ -224,16 +232,15 @@ def _plain_event(raw: bytes) -> Event | None:
     """The event, if ``raw`` is a valid one with no unknown and no repeated key; else None.
 
     The fast path of a storm: pydantic parses and validates in one step. Every
-    key it kept is counted against the key endings in the text (see
-    :func:`decode_json`); an unknown key, a repeated one or any error sends the
-    body down the strict path, which gives the precise answer.
+    key it kept is counted against the text (:func:`_no_key_repeated`); an
+    unknown key, a repeated one or any error sends the body down the strict
+    path, which gives the precise answer.
     """
     try:
         event = Event.model_validate_json(raw)
     except ValidationError:
         return None
-    keys = len(event.model_fields_set) + len(event.fields)
-    return event if keys == raw.count(b":") or keys == len(_KEY_END.findall(raw)) else None
+    return event if _no_key_repeated(raw, len(event.model_fields_set) + len(event.fields)) else None
 
 
 def _validated_event(body: object) -> Event:
