@@ -29,7 +29,7 @@ from collections import deque
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 
-from .limiter import Decision, Limiter, event_payload
+from .limiter import Decision, Limiter, event_payload, retry_seconds
 from .models import Event
 from .rules import Rule
 from .settings import Settings
@@ -114,7 +114,7 @@ class Fallback:
                                  else ("global", global_wait, global_rule))
             self.decisions.labels(event.category, f"dropped_{level}").inc()
             self._limiter.count_refusal(event.category, level)
-            return Decision("dropped", event_id, level, rule, round(wait, 3))
+            return Decision("dropped", event_id, level, rule, retry_seconds(wait))
         self._global.add(now)
         category.add(now)
         channel = self._settings.channel_for(event.category)

@@ -34,7 +34,7 @@ MAX_REMEMBERED = 10_000  # categories held in per-category caches: names come fr
 _OPEN = (0.0, "", "")  # a level with room: (full until, level, rule text)
 
 
-def _seconds(wait: float) -> float:
+def retry_seconds(wait: float) -> float:
     """``retry_after`` of a refusal: ``wait`` rounded up to the millisecond, so never 0 and
     never shorter than the real wait (and ``round`` costs seven times as much)."""
     return max(1, math.ceil(wait * 1000)) / 1000
@@ -101,7 +101,7 @@ class Limiter:
                 pass
 
     def count_refusal(self, category: str, level: str) -> None:
-        """Count a refusal decided elsewhere (``fail_open``) with the next call to the script."""
+        """Count a refusal decided here (locally or by ``fail_open``) with the next call to the script."""
         self._refused[(category, level)] += 1
         if self._timer is None and not self._busy:  # else a call is already due
             self._schedule(FLUSH_DELAY)
@@ -121,11 +121,9 @@ class Limiter:
         now = time.monotonic()
         if until <= now:
             return None
-        self._refused[(event.category, level)] += 1
-        if self._timer is None and not self._busy:  # else a call is due within FLUSH_DELAY
-            self._schedule(FLUSH_DELAY)
+        self.count_refusal(event.category, level)
         # No id: none is shown for a refusal, and the script only counts it.
-        return Decision("dropped", "", level, rule, _seconds(until - now))
+        return Decision("dropped", "", level, rule, retry_seconds(until - now))
 
     def _schedule(self, delay: float) -> None:
         """Start the next call after ``delay`` unless one is in flight or due sooner."""
@@ -221,7 +219,7 @@ class Limiter:
         if outcome in ("dropped", "shadow"):
             wait, rule = (global_wait, global_rule) if level == "global" else (category_wait, category_rule)
             decision = Decision("dropped", item.id, level, self._rule_text(category, level, rule),
-                                _seconds(wait / 1e6))
+                                retry_seconds(wait / 1e6))
             if outcome == "shadow":
                 decision = decision._replace(outcome="shadow")
         else:
