@@ -141,9 +141,10 @@ def count_gateway(server: RedisServer, requests: int, out: str) -> tuple[float, 
         storm.saturate(gateway)
         calls = storm.evalsha_stats(client)[0]
         result = count(gateway.proc.pid, gateway.port, requests, out)
-        print(f"script calls while counting: {storm.evalsha_stats(client)[0] - calls}")
+        print(f"script calls from warm-up to the end of counting: {storm.evalsha_stats(client)[0] - calls}")
         return result
     finally:
+        client.close()
         gateway.stop()
 
 
