@@ -31,6 +31,7 @@ from .metrics import Metrics
 from .settings import Settings
 from .slack import Message, Permanent, RateLimited, Transient
 from .store import Keys, Scripts, as_text, is_embedded, server_time
+from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -89,14 +90,11 @@ class Delivery:
         the same identity resumes them, otherwise another replica reclaims them.
         """
         self._stopping = True  # senders take no further entry from their queues
-        for task in self._tasks:
-            task.cancel()
+        await cancel_and_wait(self._tasks)
         deadline = time.monotonic() + grace
         while self._sending and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        for task in self._senders:
-            task.cancel()
-        await asyncio.gather(*self._tasks, *self._senders, return_exceptions=True)
+        await cancel_and_wait(self._senders)
 
     # -- reading ---------------------------------------------------------------
 

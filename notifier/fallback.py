@@ -34,6 +34,7 @@ from .models import Event
 from .rules import Rule
 from .settings import Settings
 from .store import Keys, StoreUnavailable
+from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +167,7 @@ class Fallback:
     async def close(self) -> None:
         """Stop the drain loop after a last attempt; report what could not be handed over."""
         if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait([self._task])
         await self.drain()
         if self._held:
             log.error("%d events admitted in fail_open mode are lost: the store never came back",
