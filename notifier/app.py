@@ -222,10 +222,15 @@ def parse_event(raw: bytes, settings: Settings) -> Event:
     event = _plain_event(raw)
     if event is None:
         event = _validated_event(decode_json(raw))
-    if settings.categories is not None and event.category not in settings.categories:
+    if not category_allowed(event.category, settings):
         raise ApiError(422, "invalid fields: category", [
             {"field": "category", "message": f"unknown category {event.category!r}"}])
     return event
+
+
+def category_allowed(category: str, settings: Settings) -> bool:
+    """False when ``NOTIFIER_CATEGORIES`` is set and does not name ``category``."""
+    return settings.categories is None or category in settings.categories
 
 
 def _plain_event(raw: bytes) -> Event | None:
@@ -302,10 +307,23 @@ async def post_alertmanager(request: web.Request) -> web.Response:
         events = [alertmanager.to_event(alert, label) for alert in payload.alerts]
     except ValidationError as exc:
         raise ApiError(422, "not an Alertmanager webhook payload", validation_details(exc)) from exc
-    decisions = await asyncio.gather(*(decide(gateway, e) for e in events))
-    results = [dict(decision_body(d), category=e.category, fingerprint=a.fingerprint)
-               for d, e, a in zip(decisions, events, payload.alerts)]
+    outcomes = await asyncio.gather(*(alert_outcome(gateway, e) for e in events))
+    results = [dict(o, category=e.category, fingerprint=a.fingerprint)
+               for o, e, a in zip(outcomes, events, payload.alerts)]
     return json_response({"status": "ok", "results": results})
+
+
+async def alert_outcome(gateway: Gateway, event: Event) -> dict:
+    """One alert's entry in the webhook answer.
+
+    An alert of a category ``NOTIFIER_CATEGORIES`` does not name is refused on
+    its own (never admitted, counted as a 422), not by failing the whole
+    payload: a 4xx would make Alertmanager report the other alerts as failed.
+    """
+    if not category_allowed(event.category, gateway.settings):
+        gateway.metrics.rejected.labels("422").inc()
+        return {"status": "rejected", "error": f"unknown category {event.category!r}"}
+    return decision_body(await decide(gateway, event))
 
 
 async def get_stats(request: web.Request) -> web.Response:

@@ -66,10 +66,13 @@ class Limits(BaseModel):
 
 
 class AlertOutcome(BaseModel):
-    """The outcome of one alert: the event answer plus which alert it was."""
+    """The outcome of one alert: the event answer plus which alert it was.
+
+    ``rejected`` (with ``error``): its category is not in ``NOTIFIER_CATEGORIES``.
+    """
 
     model_config = ConfigDict(extra="allow")
-    status: Literal["accepted", "duplicate", "dropped"]
+    status: Literal["accepted", "duplicate", "dropped", "rejected"]
     category: str
     fingerprint: str
 

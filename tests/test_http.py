@@ -97,6 +97,21 @@ async def test_category_allowlist(make_client):
     assert status == 422 and body["details"][0]["field"] == "category"
 
 
+async def test_category_allowlist_refuses_alerts_one_by_one(make_client):
+    # One alert of an unknown category must not fail the others: Alertmanager would count them failed.
+    client = await make_client(categories="db,web")
+    payload = {"version": "4", "alerts": [{"labels": {"alertname": "db"}, "fingerprint": "1"},
+                                          {"labels": {"alertname": "HighCPU"}, "fingerprint": "2"}]}
+    response = await client.post("/v1/alertmanager", json=payload)
+    results = (await response.json())["results"]
+    assert response.status == 200
+    assert [(r["status"], r["category"]) for r in results] == [("accepted", "db"), ("rejected", "HighCPU")]
+    assert "HighCPU" in results[1]["error"]
+    counts = await stats(client)
+    assert (counts["accepted"], counts["dropped"], list(counts["by_category"])) == (1, 0, ["db"])
+    assert 'notifier_requests_rejected_total{status="422"} 1.0' in await (await client.get("/metrics")).text()
+
+
 async def test_bearer_tokens(make_client):
     client = await make_client(api_tokens="s3cret,other")
     assert (await post(client, {"category": "db", "text": "x"}))[0] == 401
