@@ -35,11 +35,18 @@ class Decisions:
 
     def collect(self):
         events = CounterMetricFamily("notifier_events", "Events decided, by category and outcome "
-                                     "(accepted, dropped_global, dropped_category, duplicate, shadow_*)",
+                                     "(accepted, dropped_global, dropped_category; shadow_* in shadow mode)",
                                      labels=["category", "outcome"])
+        # A duplicate is neither admitted nor dropped: the contract keeps it out of notifier_events.
+        duplicates = CounterMetricFamily("notifier_duplicates", "Events answered as duplicates of "
+                                         "an admitted one, by category", labels=["category"])
         for (category, outcome, level), count in sorted(self.events.items()):
-            events.add_metric([category, outcome_label(outcome, level)], count)
+            if outcome == "duplicate":
+                duplicates.add_metric([category], count)
+            else:
+                events.add_metric([category, outcome_label(outcome, level)], count)
         yield events
+        yield duplicates
         cumulative, total = [], 0
         for bound, count in zip((*map(floatToGoString, ADMISSION_BUCKETS), "+Inf"), self.buckets):
             total += count

@@ -1,5 +1,7 @@
 """The HTTP API answers exactly as the contract says (in-process app, embedded store)."""
 
+import re
+
 import pytest
 
 from notifier.app import create_app
@@ -143,6 +145,17 @@ async def test_metrics_count_outcomes(make_client):
     assert 'notifier_events_total{category="a",outcome="accepted"} 1.0' in text
     assert 'notifier_events_total{category="a",outcome="dropped_category"} 1.0' in text
     assert 'notifier_events_total{category="c",outcome="dropped_global"} 1.0' in text
+
+
+async def test_metrics_keep_duplicates_apart(make_client):
+    # notifier_events_total's outcomes are exactly accepted, dropped_global and dropped_category.
+    client = await make_client()
+    for _ in range(3):
+        await post(client, {"category": "a", "text": "x", "dedup_key": "k"})
+    text = await (await client.get("/metrics")).text()
+    outcomes = set(re.findall(r'^notifier_events_total{[^}]*outcome="(\w+)"}', text, re.M))
+    assert outcomes == {"accepted"}
+    assert 'notifier_duplicates_total{category="a"} 2.0' in text
 
 
 async def test_store_unreachable_is_503(make_client):
