@@ -6,7 +6,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from helpers import Gateway, wait_for
+from helpers import Gateway, RedisServer, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,6 +25,24 @@ def test_serve_with_no_configuration_enforces_default_limits(tmp_path):
         assert gateway.get("/v1/stats")[1]["accepted"] == 10
     finally:
         assert gateway.stop() == 0  # SIGTERM: a clean shutdown
+
+
+def test_serve_over_a_unix_socket(tmp_path):
+    socket_path = tmp_path / "redis.sock"
+    server = RedisServer(extra=["--unixsocket", str(socket_path), "--unixsocketperm", "700"]).start()
+    gateway = Gateway({"NOTIFIER_REDIS_URL": f"unix://{socket_path}", "NOTIFIER_CATEGORY_LIMIT": "2/1m",
+                       "NOTIFIER_DIGEST_INTERVAL": "0"}, log_dir=str(tmp_path))
+    try:
+        gateway.start()
+        answers = [gateway.post({"category": "db", "text": f"over the socket {i}"})[0] for i in range(3)]
+        assert answers == [202, 202, 429]
+        wait_for(lambda: "over the socket 1" in gateway.output(), 15, what="console sink output")
+        assert gateway.get("/v1/stats")[1]["accepted"] == 2
+        # The events are in that server, not in an embedded store.
+        assert "one replica" not in gateway.output()
+    finally:
+        gateway.stop()
+        server.stop()
 
 
 def test_python_m_notifier_is_the_same_command():
