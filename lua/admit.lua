@@ -51,8 +51,11 @@ local function level_wait(key, rules)
     local lower = '(' .. int(now - window)
     local used = redis.call('ZCOUNT', key, lower, '+inf')
     if used >= limit then
-      local e = redis.call('ZRANGEBYSCORE', key, lower, '+inf', 'WITHSCORES', 'LIMIT', used - limit, 1)
-      local w = tonumber(e[2]) + window - now
+      local w = window  -- a 0 limit (a muted level) never frees a slot: a window is the hint
+      if limit > 0 then
+        local e = redis.call('ZRANGEBYSCORE', key, lower, '+inf', 'WITHSCORES', 'LIMIT', used - limit, 1)
+        w = tonumber(e[2]) + window - now
+      end
       if w > wait then wait, worst = w, i end
     end
   end

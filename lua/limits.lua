@@ -21,8 +21,11 @@ for k = 1, #KEYS do
       oldest = tonumber(first[2]) + window - now
     end
     if used >= limit then
-      local e = redis.call('ZRANGEBYSCORE', KEYS[k], lower, '+inf', 'WITHSCORES', 'LIMIT', used - limit, 1)
-      free = tonumber(e[2]) + window - now
+      free = window  -- a 0 limit never frees a slot (as in admit.lua)
+      if limit > 0 then
+        local e = redis.call('ZRANGEBYSCORE', KEYS[k], lower, '+inf', 'WITHSCORES', 'LIMIT', used - limit, 1)
+        free = tonumber(e[2]) + window - now
+      end
     end
     out[#out + 1] = {used, free, oldest}
   end

@@ -43,10 +43,11 @@ DRAIN_INTERVAL = 0.5  # seconds between attempts to hand held events to the stor
 
 
 def scaled(rules: tuple[Rule, ...], replicas: int) -> list[tuple[int, float, str]]:
-    """Each rule as (count per replica, window in seconds, text), count = ceil(count / replicas) >= 1."""
+    """Each rule as (count per replica, window in seconds, text), count = ceil(count / replicas) >= 1
+    (0 stays 0: a muted level stays muted)."""
     out = []
     for rule in rules:
-        count = max(1, math.ceil(rule.count / replicas))
+        count = max(1, math.ceil(rule.count / replicas)) if rule.count else 0
         seconds = rule.window_ms / 1000
         out.append((count, seconds, f"{count}/{rule.text.split('/', 1)[1]}"))
     return out
@@ -70,7 +71,7 @@ class LocalWindow:
             start = bisect.bisect_right(ordered, now - seconds)
             used = len(ordered) - start
             if used >= count:
-                free_at = ordered[len(ordered) - count] + seconds
+                free_at = (ordered[len(ordered) - count] if count else now) + seconds
                 if free_at - now > worst:
                     worst, worst_rule = free_at - now, text
         return worst, worst_rule

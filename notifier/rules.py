@@ -28,7 +28,7 @@ def format_duration(ms: int) -> str:
 
 @dataclass(frozen=True)
 class Rule:
-    """At most ``count`` events in any sliding window of ``window_ms``."""
+    """At most ``count`` events in any sliding window of ``window_ms`` (``0/1h`` mutes)."""
 
     count: int
     window_ms: int
@@ -44,8 +44,8 @@ def parse_rule(text: str) -> Rule:
     if not sep or not count.strip().isdigit():
         raise ValueError(f"{text.strip()!r} is not a rule of the form COUNT/DURATION, e.g. 10/30m")
     window_ms = parse_duration_ms(duration)
-    if int(count) < 1 or window_ms < 1:
-        raise ValueError(f"{text.strip()!r}: count and duration must be positive")
+    if window_ms < 1:
+        raise ValueError(f"{text.strip()!r}: the duration must be positive")
     return Rule(int(count), window_ms, text.strip())
 
 

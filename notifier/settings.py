@@ -100,6 +100,8 @@ class Settings(BaseSettings):
     def _one_pace_rule(cls, value: tuple[Rule, ...]) -> tuple[Rule, ...]:
         if len(value) != 1:
             raise ValueError("give exactly one rule, e.g. 1/1s")
+        if value[0].count < 1:
+            raise ValueError("a pace of 0 would never deliver; give at least 1, e.g. 1/1s")
         return value
 
     def rules_for(self, category: str) -> tuple[Rule, ...]:

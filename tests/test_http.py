@@ -137,6 +137,16 @@ async def test_limits_view(make_client):
     assert (db["used"], db["remaining"]) == (2, 0) and 0 < db["available_in"] <= 60
 
 
+async def test_a_zero_rule_mutes_a_category(make_client):
+    client = await make_client(category_limits={"debug": "0/1h"})
+    status, body, headers = await post(client, {"category": "debug", "text": "x"})
+    assert (status, body["limit"], body["rule"], headers["Retry-After"]) == (429, "category", "0/1h", "3600")
+    assert (await post(client, {"category": "db", "text": "x"}))[0] == 202
+    view = await (await client.get("/v1/limits")).json()
+    (debug,) = view["categories"]["debug"]
+    assert (debug["used"], debug["remaining"], debug["available_in"]) == (0, 0, 3600)
+
+
 async def test_metrics_count_outcomes(make_client):
     client = await make_client(global_limit="2/1m", category_limit="1/1m")
     for category in ("a", "a", "b", "c"):

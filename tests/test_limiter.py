@@ -48,6 +48,14 @@ async def test_hierarchy_global_then_category(make_limiter):
     assert 0 < refused.retry_after <= 60
 
 
+async def test_a_zero_rule_mutes_its_category(make_limiter):
+    limiter, _ = make_limiter(global_limit="5/1m", category_limits={"debug": "0/1h"})
+    assert await outcomes(limiter, [ev("debug")] * 3 + [ev("db")]) == ["dropped"] * 3 + ["accepted"]
+    refused = await limiter.admit(ev("debug"))  # refused here now: the level is known full
+    assert (refused.level, refused.rule) == ("category", "0/1h")
+    assert 3599 < refused.retry_after <= 3600  # nothing ever frees a slot: a full window
+
+
 async def test_refused_events_never_consume_quota(make_limiter):
     limiter, client = make_limiter(global_limit="10/1m", category_limit="2/1m")
     keys = Keys("notifier")

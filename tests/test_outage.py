@@ -151,3 +151,5 @@ def test_local_limiter_scales_rules_to_replicas():
     wait, rule = window.wait(102.0)
     assert rule == "2/10s" and wait == pytest.approx(8.0)
     assert window.wait(110.5) == (0.0, "")
+    muted = LocalWindow(scaled(parse_rules("0/1h"), 3))  # a muted level stays muted in fail_open
+    assert muted.wait(100.0) == (3600.0, "0/1h")

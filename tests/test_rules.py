@@ -23,7 +23,12 @@ def test_several_rules_all_kept_in_order():
     assert rule_args(rules) == [2, 10, 1_000_000, 100, 1_800_000_000]
 
 
-@pytest.mark.parametrize("text", ["10", "/1s", "x/1s", "0/1s", "10/0s", "10/1q", ",", "10/1s,,bad"])
+def test_a_zero_count_mutes():
+    (rule,) = parse_rules("0/1h")
+    assert (rule.count, rule.window_ms) == (0, 3_600_000)
+
+
+@pytest.mark.parametrize("text", ["10", "/1s", "x/1s", "-1/1s", "10/0s", "10/1q", ",", "10/1s,,bad"])
 def test_bad_rules(text):
     with pytest.raises(ValueError):
         parse_rules(text)

@@ -65,7 +65,7 @@ def test_example_file_lists_every_setting_and_loads():
     ("NOTIFIER_GLOBAL_LIMIT", "lots"), ("NOTIFIER_CATEGORY_LIMIT", "10/30x"),
     ("NOTIFIER_CATEGORY_LIMITS", "{bad json"), ("NOTIFIER_CATEGORY_LIMITS", '{"a b": "1/1s"}'),
     ("NOTIFIER_CATEGORY_LIMITS", '["1/1s"]'), ("NOTIFIER_PORT", "http"), ("NOTIFIER_PORT", "70000"),
-    ("NOTIFIER_REDIS_CLUSTER", "perhaps"), ("NOTIFIER_CHANNEL_RATE", "1/1s,2/1s"),
+    ("NOTIFIER_REDIS_CLUSTER", "perhaps"), ("NOTIFIER_CHANNEL_RATE", "1/1s,2/1s"), ("NOTIFIER_CHANNEL_RATE", "0/1s"),
     ("NOTIFIER_DIGEST_INTERVAL", "soon"), ("NOTIFIER_CATEGORIES", "ok,not ok"),
     ("NOTIFIER_KEY_PREFIX", "a{b}"),
 ])
