@@ -222,15 +222,17 @@ def parse_event(raw: bytes, settings: Settings) -> Event:
     event = _plain_event(raw)
     if event is None:
         event = _validated_event(decode_json(raw))
-    if not category_allowed(event.category, settings):
-        raise ApiError(422, "invalid fields: category", [
-            {"field": "category", "message": f"unknown category {event.category!r}"}])
+    problem = unknown_category(event.category, settings)
+    if problem:
+        raise ApiError(422, "invalid fields: category", [{"field": "category", "message": problem}])
     return event
 
 
-def category_allowed(category: str, settings: Settings) -> bool:
-    """False when ``NOTIFIER_CATEGORIES`` is set and does not name ``category``."""
-    return settings.categories is None or category in settings.categories
+def unknown_category(category: str, settings: Settings) -> str | None:
+    """What is wrong with ``category`` when ``NOTIFIER_CATEGORIES`` is set and does not name it."""
+    if settings.categories is None or category in settings.categories:
+        return None
+    return f"unknown category {category!r}"
 
 
 def _plain_event(raw: bytes) -> Event | None:
@@ -320,9 +322,10 @@ async def alert_outcome(gateway: Gateway, event: Event) -> dict:
     its own (never admitted, counted as a 422), not by failing the whole
     payload: a 4xx would make Alertmanager report the other alerts as failed.
     """
-    if not category_allowed(event.category, gateway.settings):
+    problem = unknown_category(event.category, gateway.settings)
+    if problem:
         gateway.metrics.rejected.labels("422").inc()
-        return {"status": "rejected", "error": f"unknown category {event.category!r}"}
+        return {"status": "rejected", "error": problem}
     return decision_body(await decide(gateway, event))
 
 
