@@ -9,17 +9,18 @@
 -- KEYS[1] global log (zset: member = event id, score = admission time in us)
 -- KEYS[2] outbox (stream)          KEYS[3] stats (hash)
 -- KEYS[4] categories seen (set)    KEYS[5] digests due (zset: channel -> due time in us)
+-- then per group of refusals, 1 key: the suppressed counts (hash) of its channel
 -- then per event, 3 keys: category log (zset), dedup key (string), suppressed counts (hash)
 --
 -- ARGV[1] G, the number of global rules, then G pairs: limit, window in us
 -- then: digest interval in us (0 = no digests), shadow mode (1/0)
--- then per event: id, category, channel, dedup (1/0), forced level, forced
---   count, payload, C (number of category rules), then C pairs: limit, window
---   in us. A forced level ('global'/'category') marks refusals a replica already
---   decided itself (the level was known full): they are only counted, forced
---   count of them at once, and need no id, payload or rules.
+-- then R, the number of groups of refusals a replica already decided itself
+--   (the level was known full), and per group: category, channel, level
+--   ('global'/'category'), count. They are only counted, a group at once.
+-- then per event: id, category, channel, dedup (1/0), payload, C (number of
+--   category rules), then C pairs: limit, window in us
 --
--- Returns one entry per event: {outcome, id, level, global wait in us, global
+-- Returns one entry per event (none per group of refusals): {outcome, id, level, global wait in us, global
 --   rule index, category wait in us, category rule index}; outcome is 'accepted',
 --   'dropped', 'duplicate' (id is then the first event's) or 'shadow' (would be
 --   dropped, admitted in shadow mode); level is the refusing level, the one that
@@ -69,7 +70,8 @@ end
 local global_rules, global_longest, at = read_rules(ARGV, 1)
 local digest_us = tonumber(ARGV[at])
 local shadow = ARGV[at + 1] == '1'
-at = at + 2
+local groups = tonumber(ARGV[at + 2])
+at = at + 3
 trim(KEYS[1], global_longest)
 
 local function count_drop(category, level, sup_key, channel, n)
@@ -96,20 +98,23 @@ local function admit(id, category, channel, payload, cat_key, dedup_key, dedup, 
   redis.call('HINCRBY', KEYS[3], 'accepted:' .. category, 1)
 end
 
-local results = {}
 local k = 6
+for _ = 1, groups do
+  local category = ARGV[at]
+  redis.call('SADD', KEYS[4], category)
+  count_drop(category, ARGV[at + 2], KEYS[k], ARGV[at + 1], tonumber(ARGV[at + 3]))
+  at, k = at + 4, k + 1
+end
+
+local results = {}
 while at <= #ARGV do
   local id, category, channel = ARGV[at], ARGV[at + 1], ARGV[at + 2]
-  local dedup, forced = ARGV[at + 3] == '1', ARGV[at + 4]
-  local forced_count, payload = tonumber(ARGV[at + 5]), ARGV[at + 6]
-  local cat_rules, cat_longest, next_at = read_rules(ARGV, at + 7)
+  local dedup, payload = ARGV[at + 3] == '1', ARGV[at + 4]
+  local cat_rules, cat_longest, next_at = read_rules(ARGV, at + 5)
   local cat_key, dedup_key, sup_key = KEYS[k], KEYS[k + 1], KEYS[k + 2]
   redis.call('SADD', KEYS[4], category)
   local first = dedup and redis.call('GET', dedup_key)
-  if forced ~= '' then
-    count_drop(category, forced, sup_key, channel, forced_count)
-    results[#results + 1] = {'dropped', id, forced, 0, 0, 0, 0}
-  elseif first then
+  if first then
     redis.call('HINCRBY', KEYS[3], 'duplicate', 1)
     results[#results + 1] = {'duplicate', first, '', 0, 0, 0, 0}
   else

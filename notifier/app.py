@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from . import alertmanager, deadletters, store
 from .delivery import Delivery
 from .fallback import Fallback, make_fallback
-from .errors import ApiError, error_middleware, json_response, retry_after_header
+from .errors import ApiError, answers_errors, json_response, no_route, retry_after_header
 from .limiter import Decision, Limiter
 from .metrics import METRICS, Metrics
 from .models import Event
@@ -69,27 +69,25 @@ async def gateway_ctx(app: web.Application):
 
 def create_app(settings: Settings) -> web.Application:
     """The gateway as an aiohttp application."""
-    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_BODY)
+    app = web.Application(client_max_size=MAX_BODY)
     app[SETTINGS], app[METRICS] = settings, Metrics()
     app.cleanup_ctx.append(gateway_ctx)
-    app.router.add_post("/v1/events", post_event)
-    app.router.add_post("/v1/alertmanager", post_alertmanager)
-    app.router.add_get("/v1/stats", get_stats)
-    app.router.add_get("/v1/limits", get_limits)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics_handler)
-    app.router.add_get("/openapi.json", openapi_handler)
-    deadletters.add_routes(app)
+    routes = [web.post("/v1/events", post_event), web.post("/v1/alertmanager", post_alertmanager),
+              web.get("/v1/stats", get_stats), web.get("/v1/limits", get_limits),
+              web.get("/healthz", healthz), web.get("/readyz", readyz),
+              web.get("/metrics", metrics_handler), web.get("/openapi.json", openapi_handler),
+              *deadletters.ROUTES,
+              web.route("*", "/{path:.*}", no_route)]  # last: unknown paths and methods
+    # Each handler answers its own errors: no middleware, see errors.py for why.
+    app.add_routes(web.RouteDef(r.method, r.path, answers_errors(r.handler), r.kwargs) for r in routes)
     return app
 
 
 # -- request checks --------------------------------------------------------------
 
 
-def check_token(request: web.Request) -> None:
-    """With ``NOTIFIER_API_TOKENS`` set, require one of them as a bearer token (constant time)."""
-    tokens = request.app[SETTINGS].api_tokens
+def check_token(request: web.Request, tokens: list[str] | None) -> None:
+    """With ``NOTIFIER_API_TOKENS`` set (``tokens``), require one of them as a bearer token (constant time)."""
     if not tokens:
         return
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
@@ -104,26 +102,29 @@ def check_token(request: web.Request) -> None:
                        headers={"WWW-Authenticate": 'Bearer realm="notifier"'})
 
 
-async def read_json(request: web.Request) -> object:
-    """The request body as JSON, refusing wrong types and oversized bodies before reading."""
-    return decode_json(await read_body(request))
+async def read_json(request: web.Request, settings: Settings) -> object:
+    """The request body as JSON, refusing wrong types and oversized bodies."""
+    return decode_json(await read_body(request, settings))
 
 
-async def read_body(request: web.Request) -> bytes:
+async def read_body(request: web.Request, settings: Settings) -> bytes:
     """The raw body of a POST, after its token, type and size are checked."""
-    check_token(request)
+    check_token(request, settings.api_tokens)
     # The media type before any parameter (e.g. charset), read directly: aiohttp's
     # content_type runs a full header parser, a visible cost on every storm request.
-    media_type = request.headers.get("Content-Type", "").partition(";")[0].strip().lower()
-    if media_type != "application/json":
+    content_type = request.headers.get("Content-Type", "")
+    if content_type != "application/json" and _media_type(content_type) != "application/json":
         raise ApiError(415, "Content-Type must be application/json")
-    if (request.content_length or 0) > MAX_BODY:
-        raise ApiError(413, f"body over 64 KiB ({MAX_BODY} bytes)")
     try:
-        raw = await request.read()  # client_max_size stops a chunked body at 64 KiB
+        # client_max_size stops any body, declared or chunked, after 64 KiB
+        raw = await request.read()
     except web.HTTPRequestEntityTooLarge as exc:
         raise ApiError(413, f"body over 64 KiB ({MAX_BODY} bytes)") from exc
     return raw
+
+
+def _media_type(content_type: str) -> str:
+    return content_type.partition(";")[0].strip().lower()
 
 
 class _DuplicateKey(ValueError):
@@ -292,7 +293,7 @@ def decision_body(decision: Decision) -> dict:
 
 async def post_event(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY]
-    event = parse_event(await read_body(request), gateway.settings)
+    event = parse_event(await read_body(request, gateway.settings), gateway.settings)
     decision = await decide(gateway, event)
     body = decision_body(decision)
     if decision.outcome == "dropped":
@@ -302,7 +303,7 @@ async def post_event(request: web.Request) -> web.Response:
 
 async def post_alertmanager(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY]
-    body = await read_json(request)
+    body = await read_json(request, gateway.settings)
     try:
         payload = alertmanager.Payload.model_validate(body)
         label = gateway.settings.alertmanager_category_label

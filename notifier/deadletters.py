@@ -63,9 +63,9 @@ async def post_requeue(request: web.Request) -> web.Response:
     """``POST /v1/dead/requeue``: no body (or no ``ids``) requeues all."""
     from .app import check_token
 
-    check_token(request)
-    ids = _requested_ids(await request.read())
     gateway = _gateway(request)
+    check_token(request, gateway.settings.api_tokens)
+    ids = _requested_ids(await request.read())
     moved = await requeue(gateway.scripts, gateway.keys, ids)
     return json_response({"status": "requeued", "count": len(moved), "ids": moved})
 
@@ -85,7 +85,4 @@ def _requested_ids(raw: bytes) -> list[str] | None:
     return ids
 
 
-def add_routes(app: web.Application) -> None:
-    """Register the dead-letter endpoints."""
-    app.router.add_get("/v1/dead", get_dead)
-    app.router.add_post("/v1/dead/requeue", post_requeue)
+ROUTES = [web.get("/v1/dead", get_dead), web.post("/v1/dead/requeue", post_requeue)]

@@ -18,7 +18,6 @@ import json
 import math
 import time
 import uuid
-from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -50,6 +49,11 @@ class Decision(NamedTuple):
     retry_after: float = 0.0
 
 
+# NamedTuple's generated __new__ is Python code, a visible cost when every request of a
+# storm is a local refusal: that path builds the tuple directly (all five fields given).
+_new_decision = tuple.__new__
+
+
 @dataclass
 class _Pending:
     event: Event
@@ -62,13 +66,14 @@ class Limiter:
 
     def __init__(self, scripts: Scripts, keys: Keys, settings: Settings) -> None:
         self._scripts, self._keys, self._settings = scripts, keys, settings
+        self._shadow = settings.shadow
         self._head = rule_args(settings.global_limit) + [
             settings.digest_interval * 1000 if settings.digest_interval else 0,
             1 if settings.shadow else 0,
         ]
         self._queue: list[_Pending] = []
         # Refusals decided here, not yet counted in Redis: (category, level) -> how many.
-        self._refused: Counter[tuple[str, str]] = Counter()
+        self._refused: dict[tuple[str, str], int] = {}
         self._busy = False
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0
@@ -102,7 +107,8 @@ class Limiter:
 
     def count_refusal(self, category: str, level: str) -> None:
         """Count a refusal decided here (locally or by ``fail_open``) with the next call to the script."""
-        self._refused[(category, level)] += 1
+        key = (category, level)
+        self._refused[key] = self._refused.get(key, 0) + 1  # a plain dict: half a Counter's cost
         if self._timer is None and not self._busy:  # else a call is already due
             self._schedule(FLUSH_DELAY)
 
@@ -111,19 +117,20 @@ class Limiter:
         # A repeated dedup_key is answered "duplicate" before any limit is checked,
         # which only Redis knows: such events always go to the script.
         blocked = self._blocked
-        if not blocked or event.dedup_key or self._settings.shadow:
+        if not blocked or event.dedup_key or self._shadow:
             return None
         # Like the script, name the level that stays full longer (global on a tie).
         until, level, rule = blocked.get(None, _OPEN)
         category = blocked.get(event.category)
         if category is not None and category[0] > until:
             until, level, rule = category
-        now = time.monotonic()
-        if until <= now:
+        wait = until - time.monotonic()
+        if wait <= 0:
             return None
         self.count_refusal(event.category, level)
-        # No id: none is shown for a refusal, and the script only counts it.
-        return Decision("dropped", "", level, rule, retry_seconds(until - now))
+        # No id: none is shown for a refusal, and the script only counts it. The wait is
+        # positive, so its milliseconds rounded up are at least 1 (retry_seconds, inlined).
+        return _new_decision(Decision, ("dropped", "", level, rule, math.ceil(wait * 1000) / 1000))
 
     def _schedule(self, delay: float) -> None:
         """Start the next call after ``delay`` unless one is in flight or due sooner."""
@@ -142,11 +149,11 @@ class Limiter:
             self._idle.set()
             return
         batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-        refused, self._refused = self._refused, Counter()
+        refused, self._refused = self._refused, {}
         self._busy = True
         asyncio.get_running_loop().create_task(self._call(batch, refused))
 
-    async def _call(self, batch: list[_Pending], refused: Counter) -> None:
+    async def _call(self, batch: list[_Pending], refused: dict[tuple[str, str], int]) -> None:
         sent, failed = time.monotonic(), True
         try:
             results = await self._run(batch, refused)
@@ -170,10 +177,15 @@ class Limiter:
             else:
                 self._idle.set()
 
-    async def _run(self, batch: list[_Pending], refused: Counter) -> list:
+    async def _run(self, batch: list[_Pending], refused: dict[tuple[str, str], int]) -> list:
         keys = [self._keys.global_log, self._keys.outbox, self._keys.stats,
                 self._keys.categories, self._keys.digest_due]
-        args = list(self._head)
+        # Refusals decided here are only counted, a group per category and level at once.
+        args = [*self._head, len(refused)]
+        for (category, level), count in refused.items():
+            _, suppressed, channel, _ = self._per_category(category)
+            keys.append(suppressed)
+            args += [category, channel, level, count]
         for item in batch:
             event = item.event
             log_key, suppressed, channel, rules = self._per_category(event.category)
@@ -181,12 +193,7 @@ class Limiter:
             dedup = self._keys.dedup(event.category, event.dedup_key) if event.dedup_key else log_key
             keys += [log_key, dedup, suppressed]
             args += [item.id, event.category, channel, 1 if event.dedup_key else 0,
-                     "", 0, event_payload(item.id, event), *rules]
-        # Refusals decided here are only counted, many at once: no id, payload or rules.
-        for (category, level), count in refused.items():
-            log_key, suppressed, channel, _ = self._per_category(category)
-            keys += [log_key, log_key, suppressed]
-            args += ["", category, channel, 0, level, count, "", 0]
+                     event_payload(item.id, event), *rules]
         return await run(self._scripts.admit, keys, args)
 
     def _per_category(self, category: str) -> tuple[str, str, str, list[int]]:
@@ -200,10 +207,11 @@ class Limiter:
                 self._categories[category] = cached
         return cached
 
-    def _fail(self, batch: list[_Pending], refused: Counter, exc: StoreUnavailable) -> None:
+    def _fail(self, batch: list[_Pending], refused: dict[tuple[str, str], int], exc: StoreUnavailable) -> None:
         # The store may have restarted empty: what we knew about full levels is void.
         self._blocked.clear()
-        self._refused.update(refused)  # keep local refusals until they are counted
+        for key, count in refused.items():  # keep local refusals until they are counted
+            self._refused[key] = self._refused.get(key, 0) + count
         for item in batch:
             if not item.future.done():
                 item.future.set_exception(exc)

@@ -118,3 +118,27 @@ async def test_local_refusals_appear_in_stats(redis_url):
         assert body["by_category"]["db"] == {"accepted": 2, "dropped": 10}
     finally:
         gateway.stop()
+
+
+async def test_refusals_counted_during_a_failed_call_are_all_kept(make_limiter):
+    """A flush that fails hands its refusals back, added to those counted meanwhile."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    limiter, client, keys = make_limiter("keep", global_limit="5/1m")
+    admit, calls = limiter._scripts.admit, []
+
+    async def failing_once(**kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:
+            limiter.count_refusal("a", "global")  # counted while the call is in flight
+            raise RedisConnectionError("store went away")
+        return await admit(**kwargs)
+
+    limiter._scripts.admit = failing_once
+    limiter.count_refusal("a", "global")
+    limiter.count_refusal("a", "global")
+    await limiter.flush()  # fails: the two come back, next to the third
+    await limiter.flush()
+    counted = await stats(limiter, client, keys)
+    assert len(calls) == 2
+    assert (counted["dropped"], counted["dropped_by_limit"]["global"]) == (3, 3)

@@ -182,3 +182,21 @@ async def test_unknown_route_is_json_404(make_client):
     client = await make_client()
     response = await client.get("/nope")
     assert response.status == 404 and "error" in await response.json()
+    response = await client.post("/v1/dead")
+    assert (response.status, response.headers["Allow"]) == (405, "GET,HEAD")
+    assert (await client.head("/healthz")).status == 200
+    metrics = await (await client.get("/metrics")).text()
+    assert 'notifier_requests_rejected_total{status="404"} 1.0' in metrics
+    assert 'notifier_requests_rejected_total{status="405"} 1.0' in metrics
+
+
+async def test_unexpected_error_is_json_500_without_traceback(make_client, monkeypatch):
+    import notifier.app
+
+    async def broken(*args):
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(notifier.app, "stats_view", broken)
+    client = await make_client()
+    response = await client.get("/v1/stats")
+    assert (response.status, await response.json()) == (500, {"error": "internal error"})

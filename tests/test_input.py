@@ -131,6 +131,19 @@ async def test_chunked_body_over_64_kib_is_413(client):
     assert (await stats(client))["accepted"] == 0
 
 
+async def test_declared_huge_body_is_413_without_waiting_for_it(client):
+    """A Content-Length of 1 GB: 413 once 64 KiB have arrived, while the rest is never sent."""
+    import asyncio
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.server.port)
+    writer.write(b"POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 1000000000\r\n\r\n" + b"x" * 70_000)
+    status_line = await asyncio.wait_for(reader.readline(), 30)
+    writer.close()
+    assert status_line.split()[1] == b"413"
+    assert (await stats(client))["accepted"] == 0
+
+
 async def test_chunked_small_body_is_fine(client):
     async def chunks():
         yield b'{"category": "db", '
