@@ -20,8 +20,9 @@
 -- then per event: id, category, channel, dedup (1/0), payload, C (number of
 --   category rules), then C pairs: limit, window in us
 --
--- Returns one entry per event (none per group of refusals): {outcome, id, level, global wait in us, global
---   rule index, category wait in us, category rule index}; outcome is 'accepted',
+-- Returns one entry per event, none per group of refusals: {outcome, id, level,
+--   global wait in us, global rule index, category wait in us, category rule
+--   index}; outcome is 'accepted',
 --   'dropped', 'duplicate' (id is then the first event's) or 'shadow' (would be
 --   dropped, admitted in shadow mode); level is the refusing level, the one that
 --   stays full longer (global on a tie); a level's wait is how long its fullest
