@@ -24,6 +24,7 @@ def main() -> None:
     app.router.add_post("/v1/events", post_event)
     try:
         import uvloop
+
         loop = uvloop.new_event_loop()
     except ImportError:
         loop = None

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import shutil
 import subprocess
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
+sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests" / "support")]
 
 import redis  # noqa: E402
 import storm  # noqa: E402
@@ -37,11 +36,17 @@ from helpers import Gateway, RedisServer, free_port, wait_for  # noqa: E402
 SLOWDOWN = 30  # about valgrind's slowdown of this Python code
 # `notifier serve` with the limiter's flush interval stretched by the same factor, so that
 # under valgrind it writes refusals to Redis as often per request as it does without.
-SERVE_SLOWED = ("import sys, notifier.limiter as limiter, notifier.cli as cli; "
-                f"limiter.FLUSH_DELAY *= {SLOWDOWN}; sys.exit(cli.main(['serve']))")
-BODIES = [storm_body.encode() for storm_body in (
-    f'{{"category":"storm-{c}","text":"disk full on host-{c}","severity":"error","fields":{{"host":"h{c}"}}}}'
-    for c in range(20))]
+SERVE_SLOWED = (
+    "import sys, notifier.admission.limiter as limiter, notifier.cli as cli; "
+    f"limiter.FLUSH_DELAY *= {SLOWDOWN}; sys.exit(cli.main(['serve']))"
+)
+BODIES = [
+    storm_body.encode()
+    for storm_body in (
+        f'{{"category":"storm-{c}","text":"disk full on host-{c}","severity":"error","fields":{{"host":"h{c}"}}}}'
+        for c in range(20)
+    )
+]
 
 
 async def send(port: int, requests: int, connections: int = 8) -> None:
@@ -51,8 +56,10 @@ async def send(port: int, requests: int, connections: int = 8) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         for i in range(n):
             body = BODIES[(k + i) % len(BODIES)]
-            writer.write(b"POST /v1/events HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            writer.write(
+                b"POST /v1/events HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
             length = 0
             while (line := await reader.readline()) != b"\r\n":
                 if line.lower().startswith(b"content-length:"):
@@ -101,8 +108,11 @@ def dump(pid: int, out: str, number: int) -> int:
     """Instructions counted since the last dump (callgrind writes ``out.<number>``)."""
     callgrind_control(pid, "-d")
     path = Path(f"{out}.{number}")
-    totals = wait_for(lambda: path.exists() and re.search(r"^totals: (\d+)", path.read_text(), re.M),
-                      30, what=f"callgrind dump {path}")
+    totals = wait_for(
+        lambda: path.exists() and re.search(r"^totals: (\d+)", path.read_text(), re.M),
+        30,
+        what=f"callgrind dump {path}",
+    )
     return int(totals.group(1))
 
 
@@ -127,15 +137,18 @@ def main() -> None:
     for name, (value, background) in results.items():
         print(f"instructions/request: {name:8} {value:9,.0f}  (background work taken off: {background:.1%})")
     if len(results) == 2:
-        print(f"ratio baseline/gateway: {results['baseline'][0] / results['gateway'][0]:.2f} "
-              f"({requests} storm requests each)")
+        print(
+            f"ratio baseline/gateway: {results['baseline'][0] / results['gateway'][0]:.2f} "
+            f"({requests} storm requests each)"
+        )
 
 
 def count_gateway(server: RedisServer, requests: int, out: str) -> tuple[float, float]:
     """Instructions per request of ``notifier serve`` with every storm event refused."""
-    gateway = Gateway({"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m",
-                       "NOTIFIER_CATEGORY_LIMIT": "10/30m"},
-                      command=callgrind([sys.executable, "-c", SERVE_SLOWED], out)).start()
+    gateway = Gateway(
+        {"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"},
+        command=callgrind([sys.executable, "-c", SERVE_SLOWED], out),
+    ).start()
     client = redis.Redis.from_url(server.url)
     try:
         storm.saturate(gateway)
@@ -151,8 +164,9 @@ def count_gateway(server: RedisServer, requests: int, out: str) -> tuple[float, 
 def count_baseline(requests: int, out: str) -> tuple[float, float]:
     """Instructions per request of ``bench/baseline.py``."""
     port = free_port()
-    baseline = subprocess.Popen(callgrind([sys.executable, str(HERE / "baseline.py"), str(port)], out),
-                                stderr=subprocess.DEVNULL)
+    baseline = subprocess.Popen(
+        callgrind([sys.executable, str(HERE / "baseline.py"), str(port)], out), stderr=subprocess.DEVNULL
+    )
     try:
         wait_for(lambda: storm._answers(f"http://127.0.0.1:{port}"), 120, interval=0.5, what="baseline")
         return count(baseline.pid, port, requests, out)

@@ -20,10 +20,13 @@ from helpers import Gateway, RedisServer
 def top(raw: str, n: int = 20) -> None:
     """Inclusive and self shares per function from py-spy's raw (collapsed) output."""
     inclusive, own, total = collections.Counter(), collections.Counter(), 0
-    for line in open(raw):
-        stack, _, count = line.rstrip().rpartition(" ")
-        frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].rsplit("/", 1)[-1] + ")"
-                  if " (" in f else f for f in stack.split(";")]
+    with open(raw) as lines:
+        samples = [line.rstrip().rpartition(" ") for line in lines]
+    for stack, _, count in samples:
+        frames = [
+            f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].rsplit("/", 1)[-1] + ")" if " (" in f else f
+            for f in stack.split(";")
+        ]
         total += int(count)
         for frame in set(frames):
             inclusive[frame] += int(count)
@@ -37,13 +40,29 @@ def top(raw: str, n: int = 20) -> None:
 def main() -> None:
     seconds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     server = RedisServer().start()
-    gateway = Gateway({"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m",
-                       "NOTIFIER_CATEGORY_LIMIT": "10/30m"}).start()
+    gateway = Gateway(
+        {"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"}
+    ).start()
     raw = tempfile.mktemp(suffix=".txt")
     try:
         storm.saturate(gateway)
-        spy = subprocess.Popen(["py-spy", "record", "-p", str(gateway.proc.pid), "-d", str(seconds + 1),
-                                "-f", "raw", "-o", raw, "--nonblocking", "--rate", "1000"])
+        spy = subprocess.Popen(
+            [
+                "py-spy",
+                "record",
+                "-p",
+                str(gateway.proc.pid),
+                "-d",
+                str(seconds + 1),
+                "-f",
+                "raw",
+                "-o",
+                raw,
+                "--nonblocking",
+                "--rate",
+                "1000",
+            ]
+        )
         time.sleep(0.5)
         rate = storm.wrk(gateway.url + "/v1/events", seconds, 64)[0]
         spy.wait()

@@ -15,7 +15,6 @@ the same for gateway and baseline, so neither gets a better seat.
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 import asyncio
 import os
 import re
@@ -27,10 +26,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests")]
+sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests" / "support")]
 
 import redis  # noqa: E402
-
 from helpers import Gateway, RedisServer, free_port, http, wait_for  # noqa: E402
 
 CATEGORIES = [f"storm-{c}" for c in range(20)]
@@ -44,9 +42,12 @@ def pin(core: int) -> list[str]:
 def wrk(url: str, seconds: float, connections: int) -> float:
     """Requests/s of one wrk run against ``url`` with the storm script."""
     core = (os.cpu_count() or 1) - 1
-    out = subprocess.run(pin(core) + ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s",
-                                      "-s", str(HERE / "storm.lua"), url],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [*pin(core), "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", str(HERE / "storm.lua"), url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     total = re.search(r"(\d+) requests in", out)
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
@@ -55,7 +56,7 @@ def wrk(url: str, seconds: float, connections: int) -> float:
 
 def start_baseline() -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen(pin(0) + [sys.executable, str(HERE / "baseline.py"), str(port)])
+    proc = subprocess.Popen([*pin(0), sys.executable, str(HERE / "baseline.py"), str(port)])
     url = f"http://127.0.0.1:{port}"
     wait_for(lambda: _answers(url), 20, what="baseline")
     return proc, url
@@ -110,8 +111,10 @@ def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args)
             after, cpu1, own1 = evalsha_stats(client), redis_cpu(client), process_cpu(pid)
             rates[name].append(rate)
             cpu_us[name].append((own1 - own0) / max(1, total) * 1e6)
-            print(f"  {name:8} {rate:9.0f} req/s  {cpu_us[name][-1]:6.1f} us CPU/request  "
-                  f"({non2xx} of {total} not 2xx)", flush=True)
+            print(
+                f"  {name:8} {rate:9.0f} req/s  {cpu_us[name][-1]:6.1f} us CPU/request  ({non2xx} of {total} not 2xx)",
+                flush=True,
+            )
             if name == "gateway":
                 calls += after[0] - before[0]
                 usec += after[1] - before[1]
@@ -123,21 +126,28 @@ def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args)
 
 async def script_vs_ping(url: str, prefix: str, limit: str, n: int) -> dict:
     """Latency of admit.lua with a batch of 1 (as built by the Limiter) vs PING, sequentially."""
-    from notifier.limiter import Limiter, _Pending
+    from builders import build_limiter
+
+    from notifier.admission.limiter import _Pending
     from notifier.models import Event
     from notifier.settings import load_settings
-    from notifier.store import Keys, Scripts
 
-    client = redis.asyncio.Redis.from_url(url)
-    settings = load_settings(redis_url=url, key_prefix=prefix, global_limit=limit, category_limit=limit,
-                             digest_interval=0)
-    limiter = Limiter(Scripts(client), Keys(prefix), settings)
+    settings = load_settings(
+        redis_url=url, key_prefix=prefix, global_limit=limit, category_limit=limit, digest_interval=0
+    )
+    limiter, store = build_limiter(settings)
+    client = store.redis
     sync = redis.Redis.from_url(url)
     result = {}
-    for label, call in (("ping", lambda i: client.ping()),
-                        ("admit", lambda i: limiter._run([_Pending(
-                            Event(category=CATEGORIES[i % 20], text="bench"), f"{prefix}-{i}", None)],
-                            Counter()))):
+    for label, call in (
+        ("ping", lambda i: client.ping()),
+        (
+            "admit",
+            lambda i: limiter._run(
+                [_Pending(Event(category=CATEGORIES[i % 20], text="bench"), f"{prefix}-{i}", None)], {}, limiter.policy
+            ),
+        ),
+    ):
         await call(0)
         before = evalsha_stats(sync)
         started = time.perf_counter()
@@ -176,15 +186,21 @@ def main() -> None:
     if pin(last):
         subprocess.run(["taskset", "-pc", str(last), str(server.proc.pid)], capture_output=True)
     client = redis.Redis.from_url(server.url)
-    gateway = Gateway({"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m",
-                       "NOTIFIER_CATEGORY_LIMIT": "10/30m"}, wrapper=pin(0)).start()
+    gateway = Gateway(
+        {"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"},
+        wrapper=pin(0),
+    ).start()
     baseline, baseline_url = start_baseline()
     try:
         saturate(gateway)
-        print(f"storm: {args.rounds} rounds x {args.seconds:g} s, {args.connections} connections, "
-              f"20 categories; load: {os.getloadavg()[0]:.2f}", flush=True)
-        r = storm_rounds({"gateway": (gateway.url, gateway.proc.pid),
-                          "baseline": (baseline_url, baseline.pid)}, client, args)
+        print(
+            f"storm: {args.rounds} rounds x {args.seconds:g} s, {args.connections} connections, "
+            f"20 categories; load: {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+        r = storm_rounds(
+            {"gateway": (gateway.url, gateway.proc.pid), "baseline": (baseline_url, baseline.pid)}, client, args
+        )
         gw, base = statistics.median(r["rates"]["gateway"]), statistics.median(r["rates"]["baseline"])
         stats = http("GET", gateway.url + "/v1/stats")[1]
         refusing = asyncio.run(script_vs_ping(server.url, "benchfull", "1/1h", 2000))
@@ -196,21 +212,31 @@ def main() -> None:
         baseline.wait(10)
         server.stop()
     print(f"\ngateway   {gw:9.0f} req/s (median)   baseline {base:9.0f} req/s (median)")
-    print(f"ratio     {gw / base:9.2f}   (median of per-round ratios: "
-          f"{statistics.median(g / b for g, b in zip(r['rates']['gateway'], r['rates']['baseline'])):.2f})")
+    print(
+        f"ratio     {gw / base:9.2f}   (median of per-round ratios: "
+        f"{statistics.median(g / b for g, b in zip(r['rates']['gateway'], r['rates']['baseline'], strict=True)):.2f})"
+    )
     gw_cpu, base_cpu = (statistics.median(r["cpu_us"][name]) for name in ("gateway", "baseline"))
-    print(f"CPU       {gw_cpu:9.1f} us/request gateway, {base_cpu:.1f} us/request baseline (medians), "
-          f"ratio {base_cpu / gw_cpu:.2f}")
-    print(f"decisions {r['decisions'] / (args.rounds * args.seconds):9.0f} /s during gateway rounds, "
-          f"{r['refused'] / max(1, r['decisions']):.1%} refused; stats dropped={stats.get('dropped')}")
-    print(f"evalsha   {r['calls']} calls for {r['decisions']} decisions "
-          f"({r['decisions'] / max(1, r['calls']):.0f} per call), {r['usec'] / max(1, r['calls']):.1f} us/call, "
-          f"{r['usec'] / max(1, r['decisions']):.3f} us Redis script time per decision; "
-          f"Redis CPU {r['cpu'] / max(1, r['decisions']) * 1e6:.2f} us per decision")
-    print(f"redis-py  PING {refusing['ping']:.0f} us, admit.lua batch of 1: refusing {refusing['admit']:.0f} us "
-          f"({refusing['usec_per_call']:.1f} us in Redis), admitting {admitting['admit']:.0f} us "
-          f"({admitting['usec_per_call']:.1f} us in Redis); sequential calls = "
-          f"{1e6 / refusing['admit']:.0f} decisions/s")
+    print(
+        f"CPU       {gw_cpu:9.1f} us/request gateway, {base_cpu:.1f} us/request baseline (medians), "
+        f"ratio {base_cpu / gw_cpu:.2f}"
+    )
+    print(
+        f"decisions {r['decisions'] / (args.rounds * args.seconds):9.0f} /s during gateway rounds, "
+        f"{r['refused'] / max(1, r['decisions']):.1%} refused; stats dropped={stats.get('dropped')}"
+    )
+    print(
+        f"evalsha   {r['calls']} calls for {r['decisions']} decisions "
+        f"({r['decisions'] / max(1, r['calls']):.0f} per call), {r['usec'] / max(1, r['calls']):.1f} us/call, "
+        f"{r['usec'] / max(1, r['decisions']):.3f} us Redis script time per decision; "
+        f"Redis CPU {r['cpu'] / max(1, r['decisions']) * 1e6:.2f} us per decision"
+    )
+    print(
+        f"redis-py  PING {refusing['ping']:.0f} us, admit.lua batch of 1: refusing {refusing['admit']:.0f} us "
+        f"({refusing['usec_per_call']:.1f} us in Redis), admitting {admitting['admit']:.0f} us "
+        f"({admitting['usec_per_call']:.1f} us in Redis); sequential calls = "
+        f"{1e6 / refusing['admit']:.0f} decisions/s"
+    )
     print(f"memory    {mem:.0f} bytes per tracked event in the logs ({tracked} events)")
 
 

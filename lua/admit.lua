@@ -17,8 +17,9 @@
 -- then R, the number of groups of refusals a replica already decided itself
 --   (the level was known full), and per group: category, channel, level
 --   ('global'/'category'), count. They are only counted, a group at once.
--- then per event: id, category, channel, dedup (1/0), payload, C (number of
---   category rules), then C pairs: limit, window in us
+-- then per event: id, category, channel, dedup (1/0), outbox entry (the JSON of
+--   notifier/outbox.py, appended as field 'e'), C (number of category rules),
+--   then C pairs: limit, window in us
 --
 -- Returns one entry per event, none per group of refusals: {outcome, id, level,
 --   global wait in us, global rule index, category wait in us, category rule
@@ -94,7 +95,7 @@ local function admit(id, category, channel, payload, cat_key, dedup_key, dedup, 
   if dedup then
     redis.call('SET', dedup_key, id, 'PX', math.ceil(cat_longest / 1000))
   end
-  redis.call('XADD', KEYS[2], '*', 'id', id, 'category', category, 'channel', channel, 'payload', payload)
+  redis.call('XADD', KEYS[2], '*', 'e', payload)
   redis.call('HINCRBY', KEYS[3], 'accepted', 1)
   redis.call('HINCRBY', KEYS[3], 'accepted:' .. category, 1)
 end
@@ -132,7 +133,7 @@ while at <= #ARGV do
       local outcome = 'dropped'
       if shadow then
         outcome = 'shadow'
-        redis.call('XADD', KEYS[2], '*', 'id', id, 'category', category, 'channel', channel, 'payload', payload)
+        redis.call('XADD', KEYS[2], '*', 'e', payload)
       end
       results[#results + 1] = {outcome, id, level, gw, grule, cw, crule}
     end

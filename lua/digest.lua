@@ -30,8 +30,16 @@ for i = 1, #counts, 2 do
 end
 if #flat == 0 then return {} end
 local until_us = string.format('%.0f', now)
-redis.call('XADD', KEYS[3], '*', 'id', ARGV[2], 'category', '', 'channel', ARGV[1],
-  'digest', table.concat(flat, ' '), 'since', since, 'until', until_us)
+local pairs_, total = {}, 0
+for i = 1, #flat, 2 do
+  local n = tonumber(flat[i + 1])
+  pairs_[#pairs_ + 1] = {flat[i], n}
+  total = total + n
+end
+-- The outbox entry of notifier/outbox.py (times as strings: cjson keeps 14 digits).
+local entry = cjson.encode({k = 'digest', id = ARGV[2], ch = ARGV[1], counts = pairs_,
+  more = {0, 0}, total = total, since = since, ['until'] = until_us})
+redis.call('XADD', KEYS[3], '*', 'e', entry)
 local reply = {since, until_us}
 for i = 1, #flat do reply[#reply + 1] = flat[i] end
 return reply

@@ -2,6 +2,7 @@
 --
 -- KEYS[1] outbox (stream)  KEYS[2] dead letters (stream)  KEYS[3] stats (hash)
 -- ARGV: event ids or dead-letter entry ids to requeue; none = every dead letter.
+-- An entry's event id is the 'id' of its outbox entry (field 'e', notifier/outbox.py).
 --
 -- Each moved entry gets its original fields back (without 'reason') in a new
 -- outbox entry and leaves the dead-letter stream in the same step, so it is
@@ -23,7 +24,10 @@ for _, entry in ipairs(redis.call('XRANGE', KEYS[2], '-', '+')) do
       fields[#fields + 1] = name
       fields[#fields + 1] = value
     end
-    if name == 'id' then event_id = value end
+    if name == 'e' then
+      local ok, decoded = pcall(cjson.decode, value)
+      if ok and type(decoded) == 'table' and decoded.id then event_id = decoded.id end
+    end
   end
   if wanted == nil or wanted[event_id] or wanted[entry[1]] then
     redis.call('XADD', KEYS[1], '*', unpack(fields))

@@ -1,53 +1,90 @@
-"""The ``notifier`` command: ``serve`` runs the gateway, ``status`` shows the limits."""
+"""The ``notifier`` command: ``serve`` runs the gateway; ``status``, ``mute`` and ``unmute`` talk to one.
+
+A start-up problem (a bad setting, a missing env file, a port in use) is one
+line on stderr naming the variable, file or port, and exit status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import errno
 import logging
 import sys
+from collections.abc import Callable
 
-from .settings import SettingsError, load_settings
+from .errors import SettingsError
+from .settings import Settings, load_settings, unknown_variables
+
+log = logging.getLogger("notifier")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="notifier", description="Slack notification gateway "
-                                     "with hierarchical rate limits")
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the gateway")
-    serve.add_argument("--env-file", help="read NOTIFIER_* settings from this file too")
-    status = commands.add_parser("status", help="show limits and totals of a running gateway")
-    status.add_argument("--url", default=None, help="gateway URL (default: from the settings)")
-    status.add_argument("--env-file", help="read NOTIFIER_* settings from this file too")
-    args = parser.parse_args(argv)
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
     try:
         settings = load_settings(args.env_file)
     except SettingsError as exc:
-        print(f"notifier: {exc}", file=sys.stderr)
-        return 2
-    if args.command == "status":
-        from .status import show
-
-        return show(args.url or f"http://{settings.host}:{settings.port}", settings)
-    return serve_forever(settings)
+        return _fail(str(exc))
+    for warning in unknown_variables(args.env_file):
+        print(f"notifier: warning: {warning}", file=sys.stderr)
+    command: Callable[[argparse.Namespace, Settings], int] = args.run
+    return command(args, settings)
 
 
-def serve_forever(settings) -> int:
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="notifier", description="Slack notification gateway with hierarchical rate limits"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the gateway")
+    serve.set_defaults(run=lambda args, settings: serve_forever(settings))
+    status = commands.add_parser("status", help="show limits and totals of a running gateway")
+    status.set_defaults(run=_status)
+    for sub in (serve, status):
+        sub.add_argument("--env-file", help="read NOTIFIER_* settings from this file too")
+    status.add_argument("--url", default=None, help="gateway URL (default: from the settings)")
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"notifier: {message}", file=sys.stderr)
+    return 2
+
+
+def _status(args: argparse.Namespace, settings: Settings) -> int:
+    from .terminal import show  # the terminal screen needs nothing of the server
+
+    return show(args.url or f"http://{settings.host}:{settings.port}", settings)
+
+
+def serve_forever(settings: Settings) -> int:
     """Run the gateway until SIGINT/SIGTERM, then shut down gracefully."""
     from aiohttp import web
 
-    from .app import create_app
+    from .http.app import create_app  # the server's imports are paid only by `serve`
 
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         import uvloop
     except ImportError:
-        loop_factory = None
+        loop = asyncio.new_event_loop()
     else:
-        loop_factory = uvloop.new_event_loop
-    import asyncio
-
-    loop = loop_factory() if loop_factory else asyncio.new_event_loop()
-    web.run_app(create_app(settings), host=settings.host, port=settings.port, loop=loop,
-                access_log=None, shutdown_timeout=10, print=lambda msg: logging.getLogger("notifier").info(msg))
+        loop = uvloop.new_event_loop()
+    try:
+        web.run_app(
+            create_app(settings),
+            host=settings.host,
+            port=settings.port,
+            loop=loop,
+            access_log=None,
+            shutdown_timeout=10,
+            print=log.info,
+        )
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
+            return _fail(
+                f"cannot listen on {settings.host}:{settings.port} (NOTIFIER_HOST/NOTIFIER_PORT): {exc.strerror}"
+            )
+        raise
     return 0

@@ -1,93 +1,53 @@
-"""Domain errors and the one place that turns them into HTTP answers.
+"""The gateway's domain errors, in one place.
 
-Every handler is wrapped in :func:`answers_errors` rather than the app running an
-error middleware: with any middleware at all, aiohttp adds two wrapper layers
-(the middleware and its own ``_fix_request_current_app``) around every request,
-6% of the instructions of an alert-storm request, measured with
-``bench/instructions.py``. Unknown paths and methods reach :func:`no_route`, so
-they are answered in JSON too.
+::
+
+    NotifierError
+    ├── SettingsError        a setting has a bad value; the message names the variable
+    ├── StoreUnavailable     the store did not answer (raised only by ``store.client``)
+    └── DeliveryError        Slack did not take a call
+        ├── RateLimited      429: wait ``retry_after`` seconds
+        ├── Transient        5xx, timeout, broken connection: try again later
+        └── Permanent        refused for good (``channel_not_found``, ``invalid_blocks``...)
+            └── MessageGone  an edit of a message Slack no longer knows
+
+HTTP answers are not domain errors: ``http.answers`` maps these to status codes.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import logging
-import math
 
-import orjson
-from aiohttp import web
-
-from .metrics import METRICS
-from .store import StoreUnavailable
-
-log = logging.getLogger(__name__)
-
-STORE_RETRY_AFTER = 2  # seconds a client should wait when the store is unreachable
+class NotifierError(Exception):
+    """Base of every error the gateway raises on purpose."""
 
 
-class ApiError(Exception):
-    """A request the gateway refuses before deciding anything; nothing was counted."""
-
-    def __init__(self, status: int, error: str, details: list | None = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(error)
-        self.status, self.error, self.details, self.headers = status, error, details or [], headers
+class SettingsError(NotifierError):
+    """A setting has a bad value; the message is one line naming the variable."""
 
 
-def json_response(body: dict, status: int = 200, headers: dict | None = None) -> web.Response:
-    # orjson: every answer of an alert storm goes through here (json.dumps was ~6% of a 429).
-    try:
-        raw = orjson.dumps(body)
-    except TypeError:  # e.g. an integer over 64 bits: the stdlib writes any int
-        raw = json.dumps(body).encode()
-    return web.Response(body=raw, status=status, headers=headers,
-                        content_type="application/json", charset="utf-8")
+class StoreUnavailable(NotifierError):
+    """The store did not answer; the request changed nothing and may be retried."""
 
 
-def retry_after_header(seconds: float) -> dict[str, str]:
-    """``Retry-After`` in whole seconds, rounded up (at least 1)."""
-    return {"Retry-After": str(max(1, math.ceil(seconds)))}
+class DeliveryError(NotifierError):
+    """Slack did not take the call."""
 
 
-def answers_errors(handler):
-    """Wrap ``handler`` so domain errors (and aiohttp's own) become JSON answers; never a traceback."""
+class RateLimited(DeliveryError):
+    """Slack answered 429: wait ``retry_after`` seconds before the next call."""
 
-    @functools.wraps(handler)
-    async def answered(request: web.Request) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except ApiError as exc:
-            return _refused(request, exc.status, {"error": exc.error, "details": exc.details}, exc.headers)
-        except StoreUnavailable as exc:
-            log.warning("store unavailable: %s", exc)
-            return _refused(request, 503, {"error": "store unavailable, try again later"},
-                            retry_after_header(STORE_RETRY_AFTER))
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise
-            return _refused(request, exc.status, {"error": exc.reason}, {
-                k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After")})
-        except Exception:
-            log.exception("unexpected error on %s %s", request.method, request.path)
-            return json_response({"error": "internal error"}, 500)
-
-    return answered
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"rate limited for {retry_after}s")
+        self.retry_after = retry_after
 
 
-async def no_route(request: web.Request) -> web.Response:
-    """The last route, matching any path: 405 naming the allowed methods where a path exists, else 404."""
-    allowed: set[str] = set()
-    for resource in request.app.router.resources():
-        if resource is not request.match_info.route.resource:
-            allowed |= (await resource.resolve(request))[1]
-    if allowed:
-        raise web.HTTPMethodNotAllowed(request.method, allowed)
-    raise web.HTTPNotFound()
+class Transient(DeliveryError):
+    """A 5xx, a timeout or a broken connection: try again later."""
 
 
-def _refused(request: web.Request, status: int, body: dict, headers: dict | None = None) -> web.Response:
-    metrics = request.app.get(METRICS)
-    if metrics is not None:
-        metrics.rejected.labels(str(status)).inc()
-    return json_response(body, status, headers)
+class Permanent(DeliveryError):
+    """Slack refused the call for good."""
+
+
+class MessageGone(Permanent):
+    """An edit or reply named a message Slack no longer knows (``message_not_found``)."""

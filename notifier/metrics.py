@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-ADMISSION_BUCKETS = (.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1)
+from .models import Outcome
+
+ADMISSION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 
 
-class Decisions:
+class Decisions(Collector):
     """``notifier_events_total`` and ``notifier_admission_seconds``, counted in plain ints.
 
     Every request of an alert storm is counted here, so this is the cheap path:
@@ -21,38 +25,43 @@ class Decisions:
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.events: dict[tuple[str, str, str], int] = {}  # (category, outcome, level) -> events
+        self.events: dict[tuple[str, Outcome, str], int] = {}  # (category, outcome, level) -> events
         self.buckets = [0] * (len(ADMISSION_BUCKETS) + 1)  # the last one is +Inf
         self.seconds = 0.0
         registry.register(self)
 
-    def count(self, category: str, outcome: str, level: str, seconds: float) -> None:
+    def count(self, category: str, outcome: Outcome, level: str, seconds: float) -> None:
         """Count one decided event and the time it took to decide."""
         key = (category, outcome, level)
         self.events[key] = self.events.get(key, 0) + 1  # a plain dict: half a Counter's cost
         self.buckets[bisect.bisect_left(ADMISSION_BUCKETS, seconds)] += 1
         self.seconds += seconds
 
-    def collect(self):
-        events = CounterMetricFamily("notifier_events", "Events decided, by category and outcome "
-                                     "(accepted, dropped_global, dropped_category; shadow_* in shadow mode)",
-                                     labels=["category", "outcome"])
+    def collect(self) -> Iterator[Metric]:
+        events = CounterMetricFamily(
+            "notifier_events",
+            "Events decided, by category and outcome "
+            "(accepted, dropped_global, dropped_category; shadow_* in shadow mode)",
+            labels=["category", "outcome"],
+        )
         # A duplicate is neither admitted nor dropped: the contract keeps it out of notifier_events.
-        duplicates = CounterMetricFamily("notifier_duplicates", "Events answered as duplicates of "
-                                         "an admitted one, by category", labels=["category"])
+        duplicates = CounterMetricFamily(
+            "notifier_duplicates", "Events answered as duplicates of an admitted one, by category", labels=["category"]
+        )
         for (category, outcome, level), count in sorted(self.events.items()):
-            if outcome == "duplicate":
+            if outcome is Outcome.DUPLICATE:
                 duplicates.add_metric([category], count)
             else:
                 events.add_metric([category, outcome_label(outcome, level)], count)
         yield events
         yield duplicates
         cumulative, total = [], 0
-        for bound, count in zip((*map(floatToGoString, ADMISSION_BUCKETS), "+Inf"), self.buckets):
+        for bound, count in zip((*map(floatToGoString, ADMISSION_BUCKETS), "+Inf"), self.buckets, strict=True):
             total += count
             cumulative.append((bound, total))
-        yield HistogramMetricFamily("notifier_admission_seconds", "Time to decide one event",
-                                    buckets=cumulative, sum_value=self.seconds)
+        yield HistogramMetricFamily(
+            "notifier_admission_seconds", "Time to decide one event", buckets=cumulative, sum_value=self.seconds
+        )
 
 
 class Metrics:
@@ -61,30 +70,70 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
         self.decisions = Decisions(r)
-        self.rejected = Counter("notifier_requests_rejected", "Requests refused before any decision, by HTTP status",
-                                ["status"], registry=r)
-        self.deliveries = Counter("notifier_deliveries", "Slack sends by outcome (delivered, duplicate, "
-                                  "rate_limited, failed, dead_lettered, reclaimed)", ["outcome"], registry=r)
-        self.attempts = Counter("notifier_delivery_failed_attempts", "Failed sends counted against an event", registry=r)
+        self.rejected = Counter(
+            "notifier_requests_rejected", "Requests refused before any decision, by HTTP status", ["status"], registry=r
+        )
+        self.deliveries = Counter(
+            "notifier_deliveries",
+            "Slack sends by outcome (delivered, duplicate, rate_limited, failed, dead_lettered, reclaimed)",
+            ["outcome"],
+            registry=r,
+        )
+        self.attempts = Counter(
+            "notifier_delivery_failed_attempts", "Failed sends counted against an event", registry=r
+        )
         self.slack_seconds = Histogram("notifier_slack_request_seconds", "Latency of one Slack call", registry=r)
-        self.delivery_seconds = Histogram("notifier_delivery_seconds", "From admission to Slack's confirmation",
-                                          registry=r, buckets=(.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300))
-        self.outbox_pending = Gauge("notifier_outbox_pending", "Outbox entries claimed but not yet delivered", registry=r)
+        self.delivery_seconds = Histogram(
+            "notifier_delivery_seconds",
+            "From admission to Slack's confirmation",
+            registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+        )
+        self.outbox_pending = Gauge(
+            "notifier_outbox_pending", "Outbox entries claimed but not yet delivered", registry=r
+        )
         self.outbox_length = Gauge("notifier_outbox_length", "Entries in the outbox stream", registry=r)
-        self.oldest_pending_seconds = Gauge("notifier_outbox_oldest_pending_seconds",
-                                            "Age of the oldest undelivered outbox entry", registry=r)
+        self.oldest_pending_seconds = Gauge(
+            "notifier_outbox_oldest_pending_seconds", "Age of the oldest undelivered outbox entry", registry=r
+        )
         self.dead_letters = Gauge("notifier_dead_letters", "Entries in the dead-letter stream", registry=r)
         self.digests = Counter("notifier_digests", "Digests of suppressed events claimed by this replica", registry=r)
-        self.store_errors = Counter("notifier_store_errors", "Calls to the store that failed", registry=r)
+        self._store_failures: Callable[[], int] = lambda: 0
+        r.register(
+            _Callback(
+                lambda: [_counter("notifier_store_errors", "Calls to the store that failed", self._store_failures())]
+            )
+        )
+
+    def watch_store(self, store: _HasFailures) -> None:
+        """Export the failed calls counted by ``store``."""
+        self._store_failures = lambda: store.failures
 
 
-def outcome_label(outcome: str, level: str) -> str:
+class _HasFailures(Protocol):
+    failures: int
+
+
+class _Callback(Collector):
+    """Metrics computed when ``/metrics`` is scraped."""
+
+    def __init__(self, collect: Callable[[], Iterable[Metric]]) -> None:
+        self._collect = collect
+
+    def collect(self) -> Iterable[Metric]:
+        return self._collect()
+
+
+def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, documentation)
+    family.add_metric([], value)
+    return family
+
+
+def outcome_label(outcome: Outcome, level: str) -> str:
     """The ``outcome`` label of ``notifier_events_total``, e.g. ``dropped_global``."""
-    if outcome == "dropped":
+    if outcome is Outcome.DROPPED:
         return f"dropped_{level}"
-    if outcome == "shadow":
+    if outcome is Outcome.SHADOW:
         return f"shadow_dropped_{level}"
-    return outcome
-
-
-METRICS = web.AppKey("metrics", Metrics)
+    return str(outcome.value)

@@ -1,14 +1,16 @@
-"""The event a service posts, validated with pydantic."""
+"""Records the gateway passes around: the event a service posts, the decision on it, the answers."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from enum import Enum
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .settings import CATEGORY_PATTERN
 
 Severity = Literal["info", "warning", "error", "critical"]
+Status = Literal["firing", "resolved"]
 FieldName = Annotated[str, Field(min_length=1, max_length=100)]
 FieldValue = Annotated[str, Field(max_length=1000)]
 
@@ -25,6 +27,30 @@ class Event(BaseModel):
     # Bounds as types (not a validator), so /openapi.json states them too.
     fields: dict[FieldName, FieldValue] = Field(default_factory=dict, max_length=20)
     dedup_key: str | None = Field(None, min_length=1, max_length=200)
+    status: Status = "firing"
+
+
+class Outcome(str, Enum):
+    """What the limiter decided for one event."""
+
+    ACCEPTED = "accepted"  # admitted by every level and queued
+    DROPPED = "dropped"  # refused by a level; counted, digested, never sent
+    DUPLICATE = "duplicate"  # its dedup_key (same status) was admitted within the window
+    RESOLVED = "resolved"  # the resolution of an admitted alert: rides on its admission
+    SHADOW = "shadow"  # shadow mode: would have been dropped, admitted anyway
+
+
+class Decision(NamedTuple):
+    """The limiter's answer for one event (a tuple: an alert storm makes millions)."""
+
+    outcome: Outcome
+    id: str
+    level: str = ""  # the refusing level: "global" or "category"
+    rule: str = ""  # the refusing rule, e.g. "10/30m"
+    retry_after: float = 0.0  # seconds, rounded up to the millisecond
+
+
+# -- answers, as /openapi.json documents them --------------------------------------
 
 
 class Accepted(BaseModel):
@@ -37,6 +63,11 @@ class Duplicate(BaseModel):
     id: str
 
 
+class Resolved(BaseModel):
+    status: Literal["resolved"] = "resolved"
+    id: str = Field(description="the id of the alert's first event")
+
+
 class Dropped(BaseModel):
     status: Literal["dropped"] = "dropped"
     limit: Literal["global", "category"]
@@ -46,4 +77,4 @@ class Dropped(BaseModel):
 
 class Problem(BaseModel):
     error: str
-    details: list = []
+    details: list[Any] = []

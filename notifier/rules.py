@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -38,6 +39,9 @@ class Rule:
         return self.text
 
 
+Rules = tuple[Rule, ...]
+
+
 def parse_rule(text: str) -> Rule:
     """Parse one ``COUNT/DURATION`` rule."""
     count, sep, duration = text.strip().partition("/")
@@ -49,19 +53,42 @@ def parse_rule(text: str) -> Rule:
     return Rule(int(count), window_ms, text.strip())
 
 
-def parse_rules(text: str) -> tuple[Rule, ...]:
-    """Parse a comma list of rules; every one of them must hold."""
+def parse_rules(text: object) -> Rules:
+    """Parse a comma list of rules (or pass rules through); every one of them must hold."""
     if isinstance(text, (tuple, list)):
-        return tuple(r if isinstance(r, Rule) else parse_rule(r) for r in text)
+        return tuple(r if isinstance(r, Rule) else parse_rule(str(r)) for r in text)
     parts = [p for p in str(text).split(",") if p.strip()]
     if not parts:
         raise ValueError("at least one rule COUNT/DURATION is required")
     return tuple(parse_rule(p) for p in parts)
 
 
-def rule_args(rules: tuple[Rule, ...]) -> list[int]:
-    """Rules as the Lua scripts read them: the count of rules, then limit, window in us."""
-    args = [len(rules)]
-    for rule in rules:
-        args += [rule.count, rule.window_ms * 1000]
-    return args
+def rules_text(rules: Rules) -> str:
+    """Rules as they are written: ``10/1s,100/30m``."""
+    return ",".join(rule.text for rule in rules)
+
+
+def longest_ms(rules: Rules) -> int:
+    """The longest window among ``rules``."""
+    return max(rule.window_ms for rule in rules)
+
+
+_SHARE = re.compile(r"^\s*(\d{1,3}(?:\.\d)?)\s*%\s*$")
+
+
+def parse_share(text: object) -> Fraction:
+    """A share of a level, ``N%`` or ``N.N%``, as an exact number of percent (``12.5%`` -> 25/2)."""
+    if isinstance(text, Fraction):
+        return text
+    match = _SHARE.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a share such as 10% or 2.5%")
+    share = Fraction(match.group(1))
+    if share > 100:
+        raise ValueError(f"{text!r} is more than 100%")
+    return share
+
+
+def format_share(share: Fraction) -> str:
+    """The share as it is written: ``Fraction(25, 2)`` -> ``12.5%``."""
+    return f"{share.numerator}%" if share.denominator == 1 else f"{float(share):g}%"

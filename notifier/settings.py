@@ -1,29 +1,40 @@
-"""All configuration, read once at start from ``NOTIFIER_*`` variables or an env file."""
+"""Process settings, read once at start from ``NOTIFIER_*`` variables or an env file.
+
+Limits here are the defaults; ``policy.Policy`` turns them into the hierarchy the
+gateway enforces, with run-time overrides applied on top.
+"""
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 import re
 import socket
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from .rules import Rule, parse_duration_ms, parse_rules
+from .errors import SettingsError
+from .rules import Rules, parse_duration_ms, parse_rules, parse_share
 
 ENV_PREFIX = "NOTIFIER_"
 CATEGORY_PATTERN = r"^[A-Za-z0-9_.:\-]{1,64}$"
 _CATEGORY = re.compile(CATEGORY_PATTERN)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def _comma_list(value: object) -> tuple[str, ...]:
-    if isinstance(value, (list, tuple)):
-        return tuple(str(v).strip() for v in value if str(v).strip())
-    return tuple(v.strip() for v in str(value).split(",") if v.strip())
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return tuple(str(v).strip() for v in items if str(v).strip())
 
 
-def _json_object(value: object) -> dict:
+def _json_object(value: object) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
     try:
@@ -39,50 +50,57 @@ def _duration(value: object) -> int:
     return value if isinstance(value, int) else parse_duration_ms(str(value))
 
 
-Rules = Annotated[tuple[Rule, ...], NoDecode, BeforeValidator(parse_rules)]
+def _shares(value: object) -> dict[str, Fraction]:
+    return {name: parse_share(share) for name, share in _json_object(value).items()}
+
+
+RulesSetting = Annotated[Rules, NoDecode, BeforeValidator(parse_rules)]
 CommaList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_list)]
 DurationMs = Annotated[int, NoDecode, BeforeValidator(_duration)]
-
-
-class SettingsError(Exception):
-    """A setting has a bad value; the message names the variable."""
+JsonObject = Annotated[dict[str, Any], NoDecode, BeforeValidator(_json_object)]
+Share = Annotated[Fraction, NoDecode, BeforeValidator(parse_share)]
 
 
 class Settings(BaseSettings):
-    """The gateway's settings; see ``settings.example.env`` for each one."""
+    """The gateway's settings; ``settings.example.env`` explains each one."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, arbitrary_types_allowed=True)
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     redis_url: str | None = None
     redis_cluster: bool = False
-    redis_timeout: DurationMs = 1000
-    global_limit: Rules = parse_rules("100/30m")
-    category_limit: Rules = parse_rules("10/30m")
-    category_limits: Annotated[dict[str, Rules], NoDecode, BeforeValidator(_json_object)] = {}
+    redis_timeout: DurationMs = Field(1000, gt=0)
+    global_limit: RulesSetting = parse_rules("100/30m")
+    category_limit: RulesSetting = parse_rules("10/30m")
+    category_limits: Annotated[dict[str, RulesSetting], NoDecode, BeforeValidator(_json_object)] = {}
     categories: CommaList | None = None
+    max_categories: int = Field(1000, ge=1)
+    category_reserves: Annotated[dict[str, Fraction], NoDecode, BeforeValidator(_shares)] = {}
+    critical_reserve: Share = Fraction(0)
     slack_bot_token: str | None = None
     slack_webhook_url: str | None = None
     slack_api_url: str = "https://slack.com/api/"
     slack_channel: str | None = None
+    slack_signing_secret: str | None = None
     category_channels: Annotated[dict[str, str], NoDecode, BeforeValidator(_json_object)] = {}
-    channel_rate: Rules = parse_rules("1/1s")
+    channel_rate: RulesSetting = parse_rules("1/1s")
+    update_rate: RulesSetting = parse_rules("40/1m")
     api_tokens: CommaList | None = None
     key_prefix: str = Field("notifier", pattern=r"^[A-Za-z0-9_.:\-]{1,64}$")
     digest_interval: DurationMs = 300_000
     alertmanager_category_label: str = "alertname"
     replica_id: str | None = None
     delivery_max_attempts: int = Field(8, ge=1)
-    claim_idle: DurationMs = 60_000
+    claim_idle: DurationMs = Field(60_000, gt=0)
     shadow: bool = False
     on_store_error: Literal["fail_closed", "fail_open"] = "fail_closed"
     replicas: int = Field(1, ge=1)
     log_level: str = "INFO"
 
-    @field_validator("category_limits", "category_channels")
+    @field_validator("category_limits", "category_channels", "category_reserves")
     @classmethod
-    def _known_category_names(cls, value: dict) -> dict:
+    def _known_category_names(cls, value: dict[str, Any]) -> dict[str, Any]:
         bad = [name for name in value if not _CATEGORY.match(name)]
         if bad:
             raise ValueError(f"invalid category name(s): {', '.join(map(repr, bad))}")
@@ -95,22 +113,45 @@ class Settings(BaseSettings):
             cls._known_category_names(dict.fromkeys(value))
         return value
 
-    @field_validator("channel_rate")
+    @field_validator("channel_rate", "update_rate")
     @classmethod
-    def _one_pace_rule(cls, value: tuple[Rule, ...]) -> tuple[Rule, ...]:
+    def _one_pace_rule(cls, value: Rules) -> Rules:
         if len(value) != 1:
             raise ValueError("give exactly one rule, e.g. 1/1s")
         if value[0].count < 1:
-            raise ValueError("a pace of 0 would never deliver; give at least 1, e.g. 1/1s")
+            raise ValueError("a pace of 0 would never send; give at least 1, e.g. 1/1s")
         return value
 
-    def rules_for(self, category: str) -> tuple[Rule, ...]:
-        """The category level's rules for ``category`` (its override, else the default)."""
-        return self.category_limits.get(category, self.category_limit)
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(REDIS_SCHEMES):
+            raise ValueError(f"{value!r} is not a redis://, rediss:// or unix:// URL")
+        return value
 
-    def channel_for(self, category: str) -> str:
-        """The Slack channel events of ``category`` go to."""
-        return self.category_channels.get(category) or self.slack_channel or "default"
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"{value!r} is not one of {', '.join(LOG_LEVELS)}")
+        return value.upper()
+
+    @model_validator(mode="after")
+    def _reserves_fit(self) -> Settings:
+        allowed = self.categories
+        excluded = [c for c in self.category_reserves if allowed is not None and c not in allowed]
+        if excluded:
+            raise ValueError(
+                f"{ENV_PREFIX}CATEGORY_RESERVES: reserve for {', '.join(map(repr, excluded))}, "
+                f"which {ENV_PREFIX}CATEGORIES excludes"
+            )
+        total = sum(self.category_reserves.values(), self.critical_reserve)
+        if total > 100:
+            raise ValueError(
+                f"{ENV_PREFIX}CATEGORY_RESERVES: reserves add up to {float(total):g}% with "
+                f"{ENV_PREFIX}CRITICAL_RESERVE, more than 100%"
+            )
+        return self
 
     @property
     def consumer_name(self) -> str:
@@ -118,12 +159,34 @@ class Settings(BaseSettings):
         return self.replica_id or f"{socket.gethostname()}:{self.port}"
 
 
-def load_settings(env_file: str | None = None, **overrides: object) -> Settings:
+def load_settings(env_file: str | None = None, **overrides: Any) -> Settings:
     """Build the settings, turning a validation error into one line naming the variable."""
+    if env_file is not None and not Path(env_file).is_file():
+        raise SettingsError(f"env file {env_file} does not exist or is not a file")
     try:
-        return Settings(_env_file=env_file, **overrides)
+        return Settings(_env_file=env_file, **overrides)  # type: ignore[call-arg]
     except ValidationError as exc:
-        err = exc.errors()[0]
-        name = ENV_PREFIX + str(err["loc"][0]).upper() if err["loc"] else "settings"
-        message = str(err["msg"]).removeprefix("Value error, ")
-        raise SettingsError(f"invalid setting {name}: {message}") from exc
+        raise SettingsError(_one_line(exc)) from exc
+
+
+def _one_line(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if not err["loc"]:  # a check across settings names its variable in the message
+        return f"invalid setting {message}"
+    return f"invalid setting {ENV_PREFIX}{str(err['loc'][0]).upper()}: {message}"
+
+
+def unknown_variables(env_file: str | None = None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Warnings for ``NOTIFIER_*`` names no setting has, each with the closest known name."""
+    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
+    given = {name for name in (os.environ if environ is None else environ) if name.startswith(ENV_PREFIX)}
+    if env_file:
+        lines = Path(env_file).read_text(errors="replace").splitlines()
+        given |= {line.split("=", 1)[0].strip() for line in lines if line.strip().startswith(ENV_PREFIX)}
+    warnings = []
+    for name in sorted(given - known):
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        warnings.append(f"unknown setting {name} is ignored{hint}")
+    return warnings

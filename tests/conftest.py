@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import redis
-
 from helpers import RedisServer
 from slack_standin import SlackStandin
 

@@ -1,0 +1,222 @@
+"""``NOTIFIER_ON_STORE_ERROR=fail_open``: admission by a local limiter while the store is down.
+
+With ``fail_closed`` (the default) a store error is a 503 and nothing else
+happens. With ``fail_open`` each replica decides on its own, against the
+configured rules with every count divided by ``NOTIFIER_REPLICAS`` (rounded
+up, at least 1), so the fleet together stays near the configured limits.
+
+An event admitted this way cannot be queued in the outbox, which lives in the
+store. It is held in a bounded in-memory queue and, as soon as the store
+answers again, appended to the outbox, written into the global and category
+sliding logs at the time it was admitted (so the fleet's windows count it) and
+counted in ``/v1/stats``, then delivered as usual. A refusal is handed to the
+limiter's pending refusal counts, which reach ``/v1/stats`` and the digests
+with its next call. Honest limits: held events are lost if this process dies
+before the store returns; dedup keys are not checked; when the queue is full
+the event is refused with 503 rather than admitted and dropped silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import math
+import time
+import uuid
+from collections import deque
+from typing import NamedTuple
+
+from prometheus_client import CollectorRegistry, Counter
+
+from ..errors import StoreUnavailable
+from ..models import Decision, Event, Outcome
+from ..outbox import EventEntry, encode_event
+from ..policy import GLOBAL, Policy
+from ..rules import Rules, longest_ms
+from ..settings import Settings
+from ..store.client import Store
+from ..store.keys import Keys
+from ..store.scripts import Scripts
+from ..tasks import cancel_and_wait
+from .limiter import Limiter, retry_seconds
+
+log = logging.getLogger(__name__)
+
+MAX_HELD = 10_000  # admitted events kept in memory while the store is down
+MAX_WINDOWS = 10_000  # categories with a local window: names come from clients
+DRAIN_INTERVAL = 0.5  # seconds between attempts to hand held events to the store
+
+
+class LocalRule(NamedTuple):
+    """A rule scaled to one replica's part of the fleet."""
+
+    limit: int
+    seconds: float
+    text: str
+
+
+def scaled(rules: Rules, replicas: int) -> list[LocalRule]:
+    """Each rule with count = ceil(count / replicas) >= 1 (0 stays 0: a muted level stays muted)."""
+    out = []
+    for rule in rules:
+        count = max(1, math.ceil(rule.count / replicas)) if rule.count else 0
+        out.append(LocalRule(count, rule.window_ms / 1000, f"{count}/{rule.text.split('/', 1)[1]}"))
+    return out
+
+
+class LocalWindow:
+    """One level's sliding log in this process: admission times, oldest first."""
+
+    def __init__(self, rules: list[LocalRule]) -> None:
+        self.rules = rules
+        self.longest = max(rule.seconds for rule in rules)
+        self.times: deque[float] = deque()
+
+    def wait(self, now: float) -> tuple[float, str]:
+        """Seconds until every rule has room (0 = room now), and the rule that waits longest."""
+        while self.times and self.times[0] <= now - self.longest:
+            self.times.popleft()
+        worst, worst_rule = 0.0, ""
+        ordered = list(self.times)
+        for limit, seconds, text in self.rules:
+            start = bisect.bisect_right(ordered, now - seconds)
+            used = len(ordered) - start
+            if used >= limit:
+                free_at = (ordered[len(ordered) - limit] if limit else now) + seconds
+                if free_at - now > worst:
+                    worst, worst_rule = free_at - now, text
+        return worst, worst_rule
+
+    def add(self, now: float) -> None:
+        self.times.append(now)
+
+
+class Held(NamedTuple):
+    """An event admitted here, waiting to be handed to the store."""
+
+    entry: EventEntry
+    admitted_us: int  # this replica's clock: the only record of when it was admitted
+
+
+class Fallback:
+    """The fail_open limiter and the queue of events it admitted."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        scripts: Scripts,
+        keys: Keys,
+        registry: CollectorRegistry,
+        limiter: Limiter,
+    ) -> None:
+        self._store, self._scripts, self._keys, self._limiter = store, scripts, keys, limiter
+        self._replicas = settings.replicas
+        self._windows: dict[str, LocalWindow] = {}
+        self._held: deque[Held] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self.decisions = Counter(
+            "notifier_fail_open",
+            "Events decided locally while the store was unreachable (NOTIFIER_ON_STORE_ERROR=fail_open), by outcome",
+            ["category", "outcome"],
+            registry=registry,
+        )
+
+    @property
+    def held(self) -> int:
+        """Admitted events not yet handed to the store."""
+        return len(self._held)
+
+    def admit(self, event: Event, policy: Policy) -> Decision:
+        """Decide ``event`` locally; raises :class:`StoreUnavailable` when the queue is full."""
+        if len(self._held) >= MAX_HELD:
+            raise StoreUnavailable("store unreachable and the fail_open queue is full")
+        now = time.monotonic()
+        global_window, category = self._window(GLOBAL, policy), self._window(event.category, policy)
+        global_wait, global_rule = global_window.wait(now)
+        category_wait, category_rule = category.wait(now)
+        if global_wait or category_wait:
+            level, wait, rule = (
+                ("category", category_wait, category_rule)
+                if category_wait > global_wait
+                else (GLOBAL, global_wait, global_rule)
+            )
+            self.decisions.labels(event.category, f"dropped_{level}").inc()
+            self._limiter.count_refusal(event.category, level)
+            return Decision(Outcome.DROPPED, "", level, rule, retry_seconds(wait))
+        global_window.add(now)
+        category.add(now)
+        entry = EventEntry(
+            uuid.uuid4().hex,
+            event.category,
+            policy.channel_for(event.category),
+            event.model_dump(exclude_none=True),
+            time.time(),
+        )
+        self._held.append(Held(entry, int(time.time() * 1e6)))
+        self.decisions.labels(event.category, "accepted").inc()
+        self._wake()
+        return Decision(Outcome.ACCEPTED, entry.id)
+
+    def _window(self, level: str, policy: Policy) -> LocalWindow:
+        window = self._windows.get(level)
+        if window is None:
+            if len(self._windows) >= MAX_WINDOWS:
+                # Only windows with no admission left in them can go without loosening a limit.
+                now = time.monotonic()
+                self._windows = {k: w for k, w in self._windows.items() if w.wait(now)[0] or k == GLOBAL}
+            window = self._windows[level] = LocalWindow(scaled(policy.rules_for(level), self._replicas))
+        return window
+
+    def _wake(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._drain_loop())
+
+    async def _drain_loop(self) -> None:
+        while self._held:
+            await asyncio.sleep(DRAIN_INTERVAL)
+            await self.drain()
+
+    async def drain(self) -> int:
+        """Hand held events to the store (outbox, logs, counters); returns how many went."""
+        moved = 0
+        while self._held:
+            try:
+                await self._hand_over(self._held[0])
+            except StoreUnavailable as exc:
+                log.debug("store still unavailable, %d events held: %s", len(self._held), exc)
+                break
+            self._held.popleft()
+            moved += 1
+        if moved:
+            log.warning("handed %d events admitted in fail_open mode to the store", moved)
+        return moved
+
+    async def _hand_over(self, held: Held) -> None:
+        entry, policy = held.entry, self._limiter.policy
+        keys = [
+            self._keys.global_log,
+            self._keys.category_log(entry.category),
+            self._keys.outbox,
+            self._keys.stats,
+            self._keys.categories,
+        ]
+        args = [
+            entry.id,
+            entry.category,
+            held.admitted_us,
+            encode_event(entry),
+            longest_ms(policy.rules_for(GLOBAL)),
+            longest_ms(policy.rules_for(entry.category)),
+            0,
+        ]
+        await self._store.run(self._scripts.restore, keys, args)
+
+    async def close(self) -> None:
+        """Stop the drain loop after a last attempt; report what could not be handed over."""
+        if self._task:
+            await cancel_and_wait([self._task])
+        await self.drain()
+        if self._held:
+            log.error("%d events admitted in fail_open mode are lost: the store never came back", len(self._held))

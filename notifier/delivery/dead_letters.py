@@ -1,0 +1,59 @@
+"""Dead letters: outbox entries Slack refused for good or that failed too often.
+
+They wait in a stream of their own with their reason. ``requeue.lua`` moves all
+of them, or the given ones, back into the outbox in one atomic step, where they
+are delivered as new.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..outbox import decode
+from ..store.client import Store, as_text
+from ..store.keys import Keys, Stat
+from ..store.scripts import Scripts
+
+MAX_LIST = 1000
+# delivered_again: settled a second time, after a crash or a reclaim (a duplicate in Slack)
+COUNTERS = (Stat.DELIVERED, Stat.DELIVERED_AGAIN, Stat.DEAD_LETTERED, Stat.REQUEUED)
+
+
+class DeadLetters:
+    """The dead-letter stream of one deployment."""
+
+    def __init__(self, store: Store, scripts: Scripts, keys: Keys) -> None:
+        self._store, self._scripts, self._keys = store, scripts, keys
+
+    async def count(self) -> int:
+        return int(await self._store.call(self._store.redis.xlen, self._keys.dead))
+
+    async def oldest(self, limit: int = MAX_LIST) -> list[dict[str, Any]]:
+        """The oldest ``limit`` dead letters: event id, category, channel, reason, when."""
+        entries = await self._store.call(self._store.redis.xrange, self._keys.dead, "-", "+", count=limit)
+        return [_shown(as_text(dead_id), fields) for dead_id, fields in entries]
+
+    async def requeue(self, ids: list[str] | None = None) -> list[str]:
+        """Move dead letters (all, or those with these event ids) back into the outbox."""
+        keys = [self._keys.outbox, self._keys.dead, self._keys.stats]
+        moved = await self._store.run(self._scripts.requeue, keys, list(ids or []))
+        return [as_text(event_id) for event_id in moved]
+
+    async def counters(self) -> dict[str, int]:
+        """Fleet-wide delivery counters from the stats hash (``/v1/stats`` shows only some)."""
+        values = await self._store.call(self._store.redis.hmget, self._keys.stats, COUNTERS)
+        return {name: int(value or 0) for name, value in zip(COUNTERS, values, strict=True)}
+
+
+def _shown(dead_id: str, fields: dict[Any, Any]) -> dict[str, Any]:
+    text = {as_text(k): as_text(v) for k, v in fields.items()}
+    item: dict[str, Any] = {"id": text.get("id", ""), "category": "", "channel": "", "reason": text.get("reason", "")}
+    try:
+        entry = decode(fields)
+    except (ValueError, KeyError, TypeError):
+        pass  # unreadable: shown with its reason alone
+    else:
+        item.update(id=entry.id, channel=entry.channel, category=getattr(entry, "category", ""))
+    item["dead_id"] = dead_id
+    item["dead_at_ms"] = int(dead_id.split("-")[0])
+    return item

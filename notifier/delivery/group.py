@@ -1,0 +1,113 @@
+"""The outbox's consumer group: reading entries, keeping and reclaiming claims, settling.
+
+* One consumer group for the deployment, one consumer per replica (its
+  identity, ``NOTIFIER_REPLICA_ID``, defaults to ``host:port``); an entry is
+  acknowledged only once Slack confirmed it, so delivery is at least once.
+* Entries a replica holds are re-claimed regularly so a live replica waiting out
+  a long Slack outage keeps them; entries idle longer than ``claim_idle``
+  belonged to a dead replica and are taken over by another.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from redis.exceptions import ResponseError
+
+from ..errors import StoreUnavailable
+from ..outbox import Entry, decode
+from ..store.client import Store, as_text
+from ..store.keys import Keys
+from ..store.scripts import Scripts
+
+GROUP = "delivery"
+READ_COUNT = 32
+NO_GROUP = ("NOGROUP", "requires the key to exist")  # Redis's wording, the embedded store's
+
+
+class Taken(NamedTuple):
+    """An outbox entry this replica now holds: its stream id, what it says, its raw fields."""
+
+    stream_id: str
+    entry: Entry
+    fields: dict[Any, Any]  # as read, copied unchanged into a dead letter
+
+
+class ConsumerGroup:
+    """One replica's view of the outbox consumer group."""
+
+    def __init__(self, store: Store, scripts: Scripts, keys: Keys, consumer: str, block_ms: int | None) -> None:
+        self._store, self._scripts, self._keys = store, scripts, keys
+        self.consumer = consumer
+        self._block_ms = block_ms  # None: the embedded store cannot block on reads
+
+    async def read(self, start: str) -> list[tuple[str, dict[Any, Any] | None]]:
+        """Entries from ``start`` ("0" = our own pending ones, ">" = new ones); raw stream replies."""
+        block = self._block_ms if start == ">" else None
+        try:
+            reply = await self._store.call(
+                self._store.redis.xreadgroup,
+                GROUP,
+                self.consumer,
+                {self._keys.outbox: start},
+                count=READ_COUNT,
+                block=block,
+            )
+        except StoreUnavailable as exc:
+            if not isinstance(exc.__cause__, ResponseError) or not any(m in str(exc) for m in NO_GROUP):
+                raise
+            await self._ensure()  # first start, or Redis came back empty
+            return []
+        return [(as_text(stream_id), fields) for stream_id, fields in (reply[0][1] if reply else [])]
+
+    async def _ensure(self) -> None:
+        try:
+            await self._store.call(self._store.redis.xgroup_create, self._keys.outbox, GROUP, id="0", mkstream=True)
+        except StoreUnavailable as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def ack_gone(self, stream_id: str) -> None:
+        """Acknowledge an entry deleted after another replica delivered it."""
+        await self._store.call(self._store.redis.xack, self._keys.outbox, GROUP, stream_id)
+
+    async def keep(self, stream_ids: list[str]) -> None:
+        """Re-claim what this replica holds, so no other replica takes it over."""
+        if stream_ids:
+            await self._store.call(
+                self._store.redis.xclaim, self._keys.outbox, GROUP, self.consumer, 0, stream_ids, justid=True
+            )
+
+    async def reclaim(self, idle_ms: int, cursor: str) -> tuple[str, list[tuple[str, dict[Any, Any]]]]:
+        """Take over entries idle longer than ``idle_ms``; returns the next cursor ("0-0" = done)."""
+        reply = await self._store.call(
+            self._store.redis.xautoclaim, self._keys.outbox, GROUP, self.consumer, idle_ms, cursor, count=READ_COUNT
+        )
+        for stream_id in reply[2] if len(reply) > 2 else []:  # deleted meanwhile
+            await self.ack_gone(as_text(stream_id))
+        return as_text(reply[0]), [(as_text(i), f) for i, f in reply[1]]
+
+    async def settle(
+        self, stream_id: str, event_id: str, dead_reason: str | None = None, fields: dict[Any, Any] | None = None
+    ) -> bool:
+        """Acknowledge and delete an entry, or move it (``fields``) to the dead letters.
+
+        False when it was already settled (another replica delivered it too).
+        """
+        keys = [self._keys.outbox, self._keys.dead, self._keys.attempts, self._keys.stats]
+        args: list[Any] = [GROUP, stream_id, event_id, "dead" if dead_reason else "delivered"]
+        if dead_reason:
+            args += [dead_reason] + [x for kv in (fields or {}).items() for x in kv]
+        return bool(await self._store.run(self._scripts.settle, keys, args))
+
+    async def count_attempt(self, event_id: str) -> int:
+        """One more failed send of ``event_id``; how many so far."""
+        return int(await self._store.call(self._store.redis.hincrby, self._keys.attempts, event_id, 1))
+
+
+def take(stream_id: str, fields: dict[Any, Any]) -> Taken | str:
+    """The entry of a stream entry, or why it cannot be read (no version of the gateway wrote it)."""
+    try:
+        return Taken(stream_id, decode(fields), fields)
+    except (ValueError, KeyError, TypeError) as exc:
+        return f"unreadable outbox entry: {type(exc).__name__}: {exc}"

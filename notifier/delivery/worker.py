@@ -1,0 +1,230 @@
+"""The delivery worker of one replica: read the outbox, hold entries, send them per channel.
+
+* On start a replica first resumes the entries still pending under its own
+  name, then reads new ones.
+* Each channel has one sender, so at most one send per channel is in flight
+  per replica; before each send the channel's slot comes from the fleet's
+  leaky bucket (``pacing``).
+* 429s are retried after the cooldown and do not count as attempts; 5xx,
+  timeouts and broken connections are retried with backoff; after
+  ``delivery_max_attempts`` failed sends, or at once on a permanent Slack
+  error, the entry moves to the dead letters with its reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import Any
+
+from ..errors import Permanent, RateLimited, StoreUnavailable, Transient
+from ..metrics import Metrics
+from ..outbox import DigestEntry, EventEntry
+from ..settings import Settings
+from ..slack.messages import Message, digest_message, event_message
+from ..slack.sinks import Sink
+from ..store.client import Store, as_text
+from ..store.keys import Keys
+from ..store.scripts import Scripts
+from ..tasks import cancel_and_wait, every, until_answered
+from .digests import Digests
+from .group import ConsumerGroup, Taken, take
+from .pacing import Bucket, Pacer
+
+log = logging.getLogger(__name__)
+
+MAX_HELD = 512  # entries one replica holds at once; the rest wait in the stream for others
+
+
+def backoff(attempt: int, base: float = 0.5, cap: float = 30.0) -> float:
+    """Exponential backoff with full jitter."""
+    return random.uniform(0, min(cap, base * 2**attempt))
+
+
+class Delivery:
+    """The delivery worker of one replica."""
+
+    def __init__(
+        self, store: Store, scripts: Scripts, keys: Keys, settings: Settings, sink: Sink, metrics: Metrics
+    ) -> None:
+        self._store, self._keys, self._settings = store, keys, settings
+        self._sink, self._metrics = sink, metrics
+        # Block for half the socket timeout: a block as long as the timeout makes every idle
+        # read end in a TimeoutError (and, on a cluster client, a slot-map refresh).
+        block_ms = None if store.embedded else max(1, min(1000, settings.redis_timeout // 2))
+        self._group = ConsumerGroup(store, scripts, keys, settings.consumer_name, block_ms)
+        self._pacer = Pacer(store, scripts, settings.channel_rate[0])
+        self._digests = Digests(store, scripts, keys)
+        self._queues: dict[str, asyncio.Queue[str]] = {}
+        self._held: dict[str, Taken] = {}
+        self._sending: set[str] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._senders: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    async def start(self) -> None:
+        """Spawn the reader, the claim keeper, the reclaimer, the gauges and the digest clock."""
+        idle = self._settings.claim_idle / 1000
+        loops = [
+            self._read_loop(),
+            every("keeping claims", lambda: idle / 3, lambda: self._group.keep(list(self._held))),
+            every("reclaiming", lambda: idle / 2 * random.uniform(0.8, 1.2), self._reclaim),
+            every("updating gauges", lambda: 2.0, self._update_gauges),
+        ]
+        if self._settings.digest_interval:
+            loops.append(every("claiming digests", lambda: random.uniform(0.5, 1.0), self._claim_digests))
+        self._tasks = [asyncio.create_task(loop) for loop in loops]
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop reading; let sends in progress finish for ``grace`` seconds; hand back the rest.
+
+        Entries not sent stay pending under this replica's name: a restart with
+        the same identity resumes them, otherwise another replica reclaims them.
+        """
+        self._stopping = True  # senders take no further entry from their queues
+        await cancel_and_wait(self._tasks)
+        deadline = time.monotonic() + grace
+        while self._sending and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await cancel_and_wait(self._senders)
+
+    # -- reading ---------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        resume_from: str | None = "0"  # first our own pending entries, then new ones
+        while True:
+            if len(self._held) >= MAX_HELD:
+                await asyncio.sleep(0.05)
+                continue
+            try:
+                entries = await self._group.read(resume_from or ">")
+                for stream_id, fields in entries:
+                    await self._take(stream_id, fields)
+            except StoreUnavailable as exc:
+                log.warning("store unavailable while reading the outbox: %s", exc)
+                await asyncio.sleep(0.5 + random.uniform(0, 0.5))
+                continue
+            if resume_from is not None:
+                resume_from = entries[-1][0] if len(entries) == 32 else None
+            if not entries and self._store.embedded:
+                await asyncio.sleep(0.05)  # the embedded store cannot block on reads
+
+    async def _take(self, stream_id: str, fields: dict[Any, Any] | None) -> None:
+        if stream_id in self._held:
+            return
+        if not fields:  # deleted after another replica delivered it
+            await self._group.ack_gone(stream_id)
+            return
+        taken = take(stream_id, fields)
+        if isinstance(taken, str):
+            await self._group.settle(stream_id, stream_id, taken, fields)
+            return
+        self._held[stream_id] = taken
+        channel = taken.entry.channel
+        if channel not in self._queues:
+            self._queues[channel] = asyncio.Queue()
+            self._senders.append(asyncio.create_task(self._send_loop(channel, self._queues[channel])))
+        self._queues[channel].put_nowait(stream_id)
+
+    async def _reclaim(self) -> None:
+        cursor = "0-0"
+        while len(self._held) < MAX_HELD:
+            cursor, entries = await self._group.reclaim(self._settings.claim_idle, cursor)
+            for stream_id, fields in entries:
+                log.info("reclaimed %s from a replica that stopped answering", stream_id)
+                self._metrics.deliveries.labels("reclaimed").inc()
+                await self._take(stream_id, fields)
+            if cursor == "0-0":
+                return
+
+    # -- sending ---------------------------------------------------------------
+
+    async def _send_loop(self, channel: str, queue: asyncio.Queue[str]) -> None:
+        while True:
+            stream_id = await queue.get()
+            if self._stopping:
+                return  # left pending under our name: a restart resumes it
+            self._sending.add(stream_id)
+            try:
+                await self._deliver(self._held[stream_id])
+            except Exception:  # one bad entry must not stop the channel
+                # Left pending and no longer kept claimed: reclaimed after claim_idle.
+                log.exception("delivering outbox entry %s failed", stream_id)
+            finally:
+                self._sending.discard(stream_id)
+                self._held.pop(stream_id, None)
+
+    async def _deliver(self, taken: Taken) -> None:
+        message = self._message(taken)
+        bucket = Bucket(self._keys.pace(message.channel), self._keys.cooldown(message.channel), self._keys.cooldown_all)
+        while True:
+            if self._sink.paced:  # the console is not Slack: nothing to pace there
+                await self._pacer.wait_for_slot(bucket)
+            started = time.perf_counter()
+            try:
+                await self._sink.post(message)
+            except RateLimited as exc:
+                self._metrics.deliveries.labels("rate_limited").inc()
+                await self._pacer.cool_down(bucket, exc.retry_after)
+                continue
+            except Transient as exc:
+                self._metrics.deliveries.labels("failed").inc()
+                self._metrics.attempts.inc()
+                attempts = await until_answered("counting an attempt", self._group.count_attempt, taken.entry.id)
+                if attempts >= self._settings.delivery_max_attempts:
+                    await self._settle(taken, f"gave up after {attempts} attempts: {exc}")
+                    return
+                await asyncio.sleep(backoff(attempts))
+                continue
+            except Permanent as exc:
+                await self._settle(taken, str(exc))
+                return
+            finally:
+                self._metrics.slack_seconds.observe(time.perf_counter() - started)
+            await self._settle(taken)
+            return
+
+    def _message(self, taken: Taken) -> Message:
+        entry = taken.entry
+        if isinstance(entry, DigestEntry):
+            return digest_message(entry)
+        return event_message(entry.channel, {**entry.event, "category": entry.category})
+
+    async def _settle(self, taken: Taken, dead_reason: str | None = None) -> None:
+        fields = taken.fields if dead_reason else None
+        if dead_reason:
+            log.error("dead-lettered %s: %s", taken.entry.id, dead_reason)
+        acked = await until_answered(
+            "recording a delivery", self._group.settle, taken.stream_id, taken.entry.id, dead_reason, fields
+        )
+        if dead_reason and not acked:
+            return  # another replica settled it meanwhile: nothing was dead-lettered
+        outcome = "dead_lettered" if dead_reason else ("delivered" if acked else "duplicate")
+        self._metrics.deliveries.labels(outcome).inc()
+        if not dead_reason and isinstance(taken.entry, EventEntry):
+            self._metrics.delivery_seconds.observe(max(0.0, time.time() - taken.entry.received_at))
+
+    # -- gauges and digests ------------------------------------------------------
+
+    async def _update_gauges(self) -> None:
+        redis, keys = self._store.redis, self._keys
+        summary = await self._store.call(redis.xpending, keys.outbox, "delivery")
+        self._metrics.outbox_pending.set(summary["pending"])
+        self._metrics.outbox_length.set(await self._store.call(redis.xlen, keys.outbox))
+        self._metrics.dead_letters.set(await self._store.call(redis.xlen, keys.dead))
+        # Settled entries are deleted, so the stream's first entry is the oldest undelivered one,
+        # claimed or not yet read (XPENDING's min would miss a backlog nobody has read).
+        first = await self._store.call(redis.xrange, keys.outbox, "-", "+", count=1)
+        if first:
+            ms = int(as_text(first[0][0]).split("-")[0])
+            now = await self._store.server_time_us(keys.outbox) / 1e6
+            self._metrics.oldest_pending_seconds.set(max(0.0, now - ms / 1000))
+        else:
+            self._metrics.oldest_pending_seconds.set(0)
+
+    async def _claim_digests(self) -> None:
+        claimed = await self._digests.claim_due()
+        if claimed:
+            self._metrics.digests.inc(claimed)

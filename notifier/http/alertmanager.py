@@ -1,0 +1,128 @@
+"""``POST /v1/alertmanager``: Prometheus Alertmanager's webhook payload (version 4), as events.
+
+Each alert becomes one event. The answer is ``200`` with one outcome per alert
+even when some are dropped, so Alertmanager never retries because of a limit;
+``503`` while the store is unreachable, so it retries later (its retries are
+duplicates).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..models import Event, Severity
+from .answers import ApiError, json_response
+from .events import decision_body
+from .input import read_json, unknown_category, validation_details
+from .state import GATEWAY, Gateway
+
+MAX_ALERTS = 1000
+_NOT_CATEGORY = re.compile(r"[^A-Za-z0-9_.:\-]+")
+_SEVERITIES: dict[str, Severity] = {
+    "info": "info",
+    "warning": "warning",
+    "warn": "warning",
+    "error": "error",
+    "critical": "critical",
+    "page": "critical",
+}
+
+
+class Alert(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    status: str = "firing"
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    startsAt: str = ""
+    fingerprint: str = ""
+
+
+class Payload(BaseModel):
+    """The parts of the webhook body the gateway reads; the rest is ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    version: str = "4"
+    status: str = ""
+    alerts: list[Alert] = Field(max_length=MAX_ALERTS)
+
+
+_TIMESTAMP = re.compile(r"^(.*?T\d\d:\d\d:\d\d)(?:\.(\d+))?(.*)$")
+
+
+def normal_time(stamp: str) -> str:
+    """``startsAt`` at millisecond precision.
+
+    Alertmanager writes nanoseconds in webhooks but milliseconds in its API, so
+    the same alert seen both ways must give one dedup key.
+    """
+    match = _TIMESTAMP.match(stamp)
+    if not match:
+        return stamp
+    head, fraction, zone = match.groups()
+    return f"{head}.{(fraction or '').ljust(3, '0')[:3]}{'Z' if zone in ('Z', '+00:00') else zone}"
+
+
+def category_of(alert: Alert, label: str) -> str:
+    """The alert's category: the configured label, made a valid category name."""
+    raw = alert.labels.get(label) or "alertmanager"
+    return _NOT_CATEGORY.sub("_", raw)[:64] or "alertmanager"
+
+
+def to_event(alert: Alert, label: str) -> Event:
+    """One event per alert; a retried or repeated notification keeps the same dedup key."""
+    name = alert.labels.get("alertname", "alert")
+    instance = alert.labels.get("instance")
+    parts = [f"[{alert.status.upper()}] {name}" + (f" on {instance}" if instance else "")]
+    parts += [alert.annotations[k] for k in ("summary", "description") if alert.annotations.get(k)]
+    fields = {
+        k: v[:1000]
+        for k, v in sorted(alert.labels.items())
+        if k not in ("alertname", "instance") and k and len(k) <= 100
+    }
+    identity = alert.fingerprint or "|".join(f"{k}={v}" for k, v in sorted(alert.labels.items()))
+    return Event(
+        category=category_of(alert, label),
+        text="\n".join(parts)[:3000],
+        title=f"{name} {alert.status}"[:150],
+        severity=_SEVERITIES.get(alert.labels.get("severity", "").lower(), "warning"),
+        fields=dict(list(fields.items())[:20]),
+        dedup_key=f"am:{identity}:{alert.status}:{normal_time(alert.startsAt)}"[:200],
+    )
+
+
+async def post_alertmanager(request: web.Request) -> web.StreamResponse:
+    gateway = request.app[GATEWAY]
+    body = await read_json(request, gateway.settings.api_tokens)
+    try:
+        payload = Payload.model_validate(body)
+        label = gateway.settings.alertmanager_category_label
+        events = [to_event(alert, label) for alert in payload.alerts]
+    except ValidationError as exc:
+        raise ApiError(422, "not an Alertmanager webhook payload", validation_details(exc)) from exc
+    outcomes = await asyncio.gather(*(alert_outcome(gateway, e) for e in events))
+    results = [
+        dict(o, category=e.category, fingerprint=a.fingerprint)
+        for o, e, a in zip(outcomes, events, payload.alerts, strict=True)
+    ]
+    return json_response({"status": "ok", "results": results})
+
+
+async def alert_outcome(gateway: Gateway, event: Event) -> dict[str, Any]:
+    """One alert's entry in the webhook answer.
+
+    An alert of a category ``NOTIFIER_CATEGORIES`` does not name is refused on
+    its own (never admitted, counted as a 422), not by failing the whole
+    payload: a 4xx would make Alertmanager report the other alerts as failed.
+    """
+    problem = unknown_category(event.category, gateway.admission.limiter.policy)
+    if problem:
+        gateway.metrics.rejected.labels("422").inc()
+        return {"status": "rejected", "error": problem}
+    return decision_body(await gateway.admission.decide(event))

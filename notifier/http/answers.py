@@ -1,0 +1,103 @@
+"""Answers: the one place that turns domain errors into HTTP answers.
+
+Every handler is wrapped in :func:`answers_errors` rather than the app running an
+error middleware: with any middleware at all, aiohttp adds two wrapper layers
+(the middleware and its own ``_fix_request_current_app``) around every request,
+6% of the instructions of an alert-storm request, measured with
+``bench/instructions.py``. Unknown paths and methods reach :func:`no_route`, so
+they are answered in JSON too.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from ..errors import StoreUnavailable
+from .state import METRICS
+
+log = logging.getLogger(__name__)
+
+STORE_RETRY_AFTER = 2  # seconds a client should wait when the store is unreachable
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ApiError(Exception):
+    """A request the gateway refuses before deciding anything; nothing was counted."""
+
+    def __init__(
+        self, status: int, error: str, details: list[Any] | None = None, headers: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(error)
+        self.status, self.error, self.details, self.headers = status, error, details or [], headers
+
+
+def json_response(body: Mapping[str, Any], status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    """A JSON answer; orjson, since every answer of an alert storm goes through here."""
+    try:
+        raw = orjson.dumps(body)
+    except TypeError:  # e.g. an integer over 64 bits: the stdlib writes any int
+        raw = json.dumps(body).encode()
+    return web.Response(body=raw, status=status, headers=headers, content_type="application/json", charset="utf-8")
+
+
+def retry_after_header(seconds: float) -> dict[str, str]:
+    """``Retry-After`` in whole seconds, rounded up (at least 1)."""
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+def answers_errors(handler: Handler) -> Handler:
+    """Wrap ``handler`` so domain errors (and aiohttp's own) become JSON answers; never a traceback."""
+
+    @functools.wraps(handler)
+    async def answered(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except ApiError as exc:
+            return _refused(request, exc.status, {"error": exc.error, "details": exc.details}, exc.headers)
+        except StoreUnavailable as exc:
+            log.warning("store unavailable: %s", exc)
+            return _refused(
+                request, 503, {"error": "store unavailable, try again later"}, retry_after_header(STORE_RETRY_AFTER)
+            )
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            return _refused(
+                request,
+                exc.status,
+                {"error": exc.reason},
+                {k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After")},
+            )
+        except Exception:
+            log.exception("unexpected error on %s %s", request.method, request.path)
+            return json_response({"error": "internal error"}, 500)
+
+    return answered
+
+
+async def no_route(request: web.Request) -> web.StreamResponse:
+    """The last route, matching any path: 405 naming the allowed methods where a path exists, else 404."""
+    allowed: set[str] = set()
+    for resource in request.app.router.resources():
+        if resource is not request.match_info.route.resource:
+            allowed |= (await resource.resolve(request))[1]
+    if allowed:
+        raise web.HTTPMethodNotAllowed(request.method, allowed)
+    raise web.HTTPNotFound()
+
+
+def _refused(
+    request: web.Request, status: int, body: Mapping[str, Any], headers: Mapping[str, str] | None = None
+) -> web.Response:
+    metrics = request.app.get(METRICS)
+    if metrics is not None:
+        metrics.rejected.labels(str(status)).inc()
+    return json_response(body, status, headers)

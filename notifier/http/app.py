@@ -1,0 +1,76 @@
+"""The aiohttp application: wiring (``cleanup_ctx``) and routes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+
+from ..admission.admit import Admission
+from ..admission.fallback import Fallback
+from ..admission.limiter import Limiter
+from ..delivery.dead_letters import DeadLetters
+from ..delivery.worker import Delivery
+from ..metrics import Metrics
+from ..policy import Policy
+from ..settings import Settings
+from ..slack.sinks import make_sink
+from ..store.client import connect
+from ..store.keys import Keys
+from ..store.scripts import Scripts
+from . import admin, ops
+from .alertmanager import post_alertmanager
+from .answers import answers_errors, no_route
+from .events import post_event
+from .input import MAX_BODY
+from .openapi import openapi_handler
+from .state import GATEWAY, METRICS, SETTINGS, Gateway
+
+
+async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Open the store, Slack session and delivery worker; close them on shutdown."""
+    settings, metrics = app[SETTINGS], app[METRICS]
+    store = connect(settings.redis_url, settings.redis_cluster, settings.redis_timeout / 1000)
+    keys, scripts = Keys(settings.key_prefix), Scripts(store.redis)
+    metrics.watch_store(store)
+    limiter = Limiter(store, scripts, keys, settings, Policy.from_settings(settings))
+    fallback = (
+        Fallback(settings, store, scripts, keys, metrics.registry, limiter)
+        if settings.on_store_error == "fail_open"
+        else None
+    )
+    admission = Admission(limiter, fallback, metrics.decisions)
+    app[GATEWAY] = Gateway(settings, store, keys, scripts, admission, DeadLetters(store, scripts, keys), metrics)
+    async with aiohttp.ClientSession() as session:
+        delivery = Delivery(store, scripts, keys, settings, make_sink(settings, session), metrics)
+        await delivery.start()
+        yield
+        await delivery.stop()
+        await limiter.flush()
+        if fallback:
+            await fallback.close()
+    await store.close()
+
+
+def create_app(settings: Settings) -> web.Application:
+    """The gateway as an aiohttp application."""
+    app = web.Application(client_max_size=MAX_BODY)
+    app[SETTINGS], app[METRICS] = settings, Metrics()
+    app.cleanup_ctx.append(gateway_ctx)
+    routes = [
+        web.post("/v1/events", post_event),
+        web.post("/v1/alertmanager", post_alertmanager),
+        web.get("/v1/stats", admin.get_stats),
+        web.get("/v1/limits", admin.get_limits),
+        web.get("/v1/dead", admin.get_dead),
+        web.post("/v1/dead/requeue", admin.post_requeue),
+        web.get("/healthz", ops.healthz),
+        web.get("/readyz", ops.readyz),
+        web.get("/metrics", ops.metrics),
+        web.get("/openapi.json", openapi_handler),
+        web.route("*", "/{path:.*}", no_route),
+    ]  # last: unknown paths and methods
+    # Each handler answers its own errors: no middleware, see answers.py for why.
+    app.add_routes(web.RouteDef(r.method, r.path, answers_errors(r.handler), r.kwargs) for r in routes)
+    return app

@@ -1,0 +1,34 @@
+"""Endpoints for load balancers and monitoring: ``/healthz``, ``/readyz``, ``/metrics``."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from .answers import json_response
+from .state import GATEWAY, METRICS
+
+READY_TIMEOUT = 1.0
+
+
+async def healthz(request: web.Request) -> web.StreamResponse:
+    """200 while the process serves."""
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.StreamResponse:
+    """200 only while the store answers."""
+    store = request.app[GATEWAY].store
+    try:
+        await asyncio.wait_for(store.call(store.redis.ping), READY_TIMEOUT)
+    except Exception as exc:  # any failure to answer means not ready
+        return json_response({"status": "unavailable", "error": str(exc) or type(exc).__name__}, 503)
+    return json_response({"status": "ready"})
+
+
+async def metrics(request: web.Request) -> web.StreamResponse:
+    """Prometheus text."""
+    body = generate_latest(request.app[METRICS].registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -1,0 +1,33 @@
+"""What handlers find on the application: the settings, the metrics, the running gateway."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from ..admission.admit import Admission
+from ..delivery.dead_letters import DeadLetters
+from ..metrics import Metrics
+from ..settings import Settings
+from ..store.client import Store
+from ..store.keys import Keys
+from ..store.scripts import Scripts
+
+
+@dataclass
+class Gateway:
+    """Everything a handler needs, built once at start-up (``app.gateway_ctx``)."""
+
+    settings: Settings
+    store: Store
+    keys: Keys
+    scripts: Scripts
+    admission: Admission
+    dead_letters: DeadLetters
+    metrics: Metrics
+
+
+SETTINGS = web.AppKey("settings", Settings)
+METRICS = web.AppKey("metrics", Metrics)
+GATEWAY = web.AppKey("gateway", Gateway)

@@ -1,0 +1,88 @@
+"""The outbox entry: the one definition of what waits in the outbox stream for delivery.
+
+A stream entry has one field, ``e``, holding the entry as JSON (a dead letter has
+``reason`` too). ``admit.lua`` and ``restore.lua`` write event entries exactly as
+:func:`encode_event` made them; ``digest.lua`` writes digest entries itself, in
+the shape :func:`decode` reads (``{"k": "digest", "id", "ch", "counts": [[category,
+n], ...], "more": [categories, n], "total", "since", "until"}``, times as strings
+of microseconds, because Lua's JSON writer keeps only 14 digits of a number).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+FIELD = "e"
+EVENT, REPLY, DIGEST = "event", "reply", "digest"
+
+
+@dataclass(frozen=True)
+class EventEntry:
+    """An admitted event to post, or the resolution of an alert to post in its thread."""
+
+    id: str
+    category: str
+    channel: str
+    event: dict[str, Any]  # the event as posted: text, title, severity, fields, dedup_key, status
+    received_at: float  # unix seconds, when the gateway took the request
+    record: str = ""  # the key of its alert's record, for events with a dedup_key
+    reply: bool = False  # a resolution: a reply in the thread of the alert's message
+
+
+@dataclass(frozen=True)
+class DigestEntry:
+    """A digest of the events of one channel suppressed since the last one."""
+
+    id: str
+    channel: str
+    counts: list[tuple[str, int]]  # the largest categories, largest first
+    more_categories: int  # categories not named in ``counts``
+    more_count: int  # their drops
+    total: int
+    since_us: int
+    until_us: int
+
+
+Entry = EventEntry | DigestEntry
+
+
+def encode_event(entry: EventEntry) -> bytes:
+    """The JSON the admission script appends to the outbox as field ``e``."""
+    body: dict[str, Any] = {
+        "k": REPLY if entry.reply else EVENT,
+        "id": entry.id,
+        "cat": entry.category,
+        "ch": entry.channel,
+        "ev": entry.event,
+        "at": entry.received_at,
+    }
+    if entry.record:
+        body["rec"] = entry.record
+    return orjson.dumps(body)
+
+
+def decode(fields: Mapping[Any, Any]) -> Entry:
+    """The entry of a stream entry's fields (bytes or text), as written by any of the scripts."""
+    raw = fields.get(FIELD.encode(), fields.get(FIELD))
+    if raw is None:
+        raise ValueError(f"not an outbox entry: no field {FIELD!r}")
+    body = orjson.loads(raw)
+    if body["k"] == DIGEST:
+        more_categories, more_count = body.get("more") or (0, 0)
+        return DigestEntry(
+            body["id"],
+            body["ch"],
+            [(str(c), int(n)) for c, n in body.get("counts") or []],
+            int(more_categories),
+            int(more_count),
+            int(body["total"]),
+            int(body["since"]),
+            int(body["until"]),
+        )
+    return EventEntry(
+        body["id"], body["cat"], body["ch"], body["ev"], float(body["at"]), body.get("rec", ""), body["k"] == REPLY
+    )

@@ -1,0 +1,1 @@
+"""Slack: where messages go (``sinks``) and what they look like (``messages``)."""

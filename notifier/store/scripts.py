@@ -1,0 +1,33 @@
+"""The Lua scripts: found once (installed package or source tree), registered with the client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from redis.commands.core import AsyncScript
+
+NAMES = ("admit", "pace", "settle", "digest", "limits", "requeue", "restore")
+
+
+def script_dir() -> Path:
+    """Where the Lua scripts live: inside the installed package, else the source tree."""
+    installed = Path(__file__).resolve().parent.parent / "lua"
+    return installed if installed.is_dir() else Path(__file__).resolve().parents[2] / "lua"
+
+
+class Scripts:
+    """The Lua scripts, read once and run through redis-py's EVALSHA/NOSCRIPT handling."""
+
+    admit: AsyncScript
+    pace: AsyncScript
+    settle: AsyncScript
+    digest: AsyncScript
+    limits: AsyncScript
+    requeue: AsyncScript
+    restore: AsyncScript
+
+    def __init__(self, client: Any) -> None:
+        folder = script_dir()
+        for name in NAMES:
+            setattr(self, name, client.register_script((folder / f"{name}.lua").read_text()))

@@ -1,0 +1,17 @@
+"""Gateway parts built the way ``http.app`` builds them, for tests that drive one part directly."""
+
+from __future__ import annotations
+
+from notifier.admission.limiter import Limiter
+from notifier.policy import Policy
+from notifier.settings import Settings
+from notifier.store.client import Store, connect
+from notifier.store.keys import Keys
+from notifier.store.scripts import Scripts
+
+
+def build_limiter(settings: Settings, store: Store | None = None) -> tuple[Limiter, Store]:
+    """A limiter on ``store`` (else a new connection for the settings), as one replica has it."""
+    store = store or connect(settings.redis_url, settings.redis_cluster, settings.redis_timeout / 1000)
+    limiter = Limiter(store, Scripts(store.redis), Keys(settings.key_prefix), settings, Policy.from_settings(settings))
+    return limiter, store

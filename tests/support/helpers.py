@@ -1,0 +1,204 @@
+"""Real parts for the tests: redis-server, gateway processes, programs from Debian packages.
+
+A missing program fails the test that needs it, naming the command that
+installs it (``tests/run`` installs them all): the suite never turns green by
+skipping what it could not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+# What installs each program the system tests start: Debian/Ubuntu, then macOS (Homebrew).
+INSTALL = {
+    "redis-server": ("redis-server", "redis"),
+    "redis-cli": ("redis-tools", "redis"),
+    "haproxy": ("haproxy", "haproxy"),
+    "prometheus-alertmanager": ("prometheus-alertmanager", "alertmanager"),
+    "faketime": ("faketime", "libfaketime"),
+    "wrk": ("wrk", "wrk"),
+}
+ALIASES = {"prometheus-alertmanager": ("alertmanager",)}  # Homebrew's name of the program
+
+
+def need(program: str) -> str:
+    """The path of ``program``; without it the test fails, naming the command that installs it."""
+    for name in (program, *ALIASES.get(program, ())):
+        path = shutil.which(name) or next(
+            (p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}", f"/usr/local/sbin/{name}") if os.path.exists(p)), None
+        )
+        if path:
+            return path
+    debian, brew = INSTALL.get(program, (program, program))
+    pytest.fail(
+        f"{program} is not installed: run tests/run, or install it with "
+        f"`sudo apt-get install -y {debian}` (Debian/Ubuntu) or `brew install {brew}` (macOS)",
+        pytrace=False,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class RedisServer:
+    """A throw-away redis-server on a free port, no persistence."""
+
+    def __init__(self, port: int | None = None, extra: list[str] | None = None) -> None:
+        self.port = port or free_port()
+        self.dir = tempfile.mkdtemp(prefix="notifier-redis-")
+        self.extra = extra or []
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        binary = need("redis-server")
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.dir,
+                "--daemonize",
+                "no",
+                *self.extra,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for(self.ping, 10, what=f"redis-server on {self.port}")
+        return self
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc and self.proc.poll() is None:
+            (self.proc.kill if kill else self.proc.terminate)()
+            self.proc.wait(10)
+
+
+def http(
+    method: str, url: str, body: object = None, headers: dict | None = None, timeout: float = 10.0
+) -> tuple[int, dict, dict]:
+    """A blocking HTTP call: (status, JSON body or {}, headers)."""
+    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json", **(headers or {})}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            raw, status, head = response.read(), response.status, dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        raw, status, head = exc.read(), exc.code, dict(exc.headers)
+    try:
+        parsed = json.loads(raw) if raw else {}
+    except ValueError:
+        parsed = {"_raw": raw.decode(errors="replace")}
+    return status, parsed, head
+
+
+class Gateway:
+    """``notifier serve`` as a user runs it: the installed console script, in its own process."""
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        port: int | None = None,
+        wrapper: list[str] | None = None,
+        log_dir: str | None = None,
+        command: list[str] | None = None,
+    ) -> None:
+        self.port = port or free_port()
+        self.command = command  # default: the installed console script
+        self.env = {
+            **os.environ,
+            "NOTIFIER_HOST": "127.0.0.1",
+            "NOTIFIER_PORT": str(self.port),
+            "PYTHONUNBUFFERED": "1",
+            **env,
+        }
+        self.wrapper = wrapper or []
+        self.log_path = Path(log_dir or tempfile.mkdtemp(prefix="notifier-gw-")) / f"gateway-{self.port}.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, ready: bool = True) -> Gateway:
+        script = shutil.which("notifier")
+        argv = self.command or ([script, "serve"] if script else [sys.executable, "-m", "notifier", "serve"])
+        with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(self.wrapper + argv, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        path = "/readyz" if ready else "/healthz"
+        wait_for(lambda: self._ok(path), 120 if self.command else 20, what=f"gateway on {self.port}{path}")
+        return self
+
+    def _ok(self, path: str) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"gateway exited with {self.proc.returncode}:\n{self.output()}")
+        try:
+            return http("GET", self.url + path, timeout=1)[0] == 200
+        except OSError:
+            return False
+
+    def post(self, body: object, path: str = "/v1/events", **kwargs):
+        return http("POST", self.url + path, body, **kwargs)
+
+    def get(self, path: str):
+        return http("GET", self.url + path)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, kill: bool = False, timeout: float = 15) -> int | None:
+        if self.proc and self.proc.poll() is None:
+            (self.proc.kill if kill else self.proc.terminate)()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode if self.proc else None

@@ -1,0 +1,163 @@
+"""Delivery in process: real Redis, real slack-sdk, the Slack stand-in scripted to fail."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+
+from slack_standin import TOKEN
+
+from notifier.http.app import create_app
+from notifier.settings import load_settings
+
+
+def _settings(redis_url, slack, **extra):
+    options = dict(
+        redis_url=redis_url,
+        slack_bot_token=TOKEN,
+        slack_api_url=slack.api_url,
+        slack_channel="#alerts",
+        global_limit="1000/30m",
+        category_limit="1000/30m",
+        channel_rate="20/1s",
+        digest_interval=0,
+    )
+    return load_settings(**{**options, **extra})
+
+
+async def _until(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+def _counts(slack, prefix):
+    texts = [m.group() for m in (re.search(prefix + r"-\d+", t) for t in slack.texts()) if m]
+    return {t: texts.count(t) for t in texts}
+
+
+async def _post(client, texts):
+    for text in texts:
+        response = await client.post("/v1/events", json={"category": "ops", "text": text})
+        assert response.status == 202
+
+
+async def test_429_and_5xx_every_event_arrives_exactly_once(aiohttp_client, redis_url, slack):
+    slack.script((429, 1), (500,), (502,), (429, 1), (503,))
+    client = await aiohttp_client(create_app(_settings(redis_url, slack)))
+    texts = [f"retry-{i}" for i in range(8)]
+    await _post(client, texts)
+
+    async def all_there():
+        return len(_counts(slack, "retry")) == len(texts)
+
+    await _until(all_there, what="all events delivered")
+    await asyncio.sleep(0.5)  # a duplicate, if any, would arrive now
+    assert _counts(slack, "retry") == {t: 1 for t in texts}
+    # After each 429 no call reached Slack before its Retry-After was over.
+    calls = list(slack.calls)
+    for at, status in calls:
+        if status == 429:
+            assert not [c for c, _ in calls if at < c < at + 0.95], calls
+    metrics = await (await client.get("/metrics")).text()
+    assert 'notifier_deliveries_total{outcome="rate_limited"} 2.0' in metrics
+    assert 'notifier_deliveries_total{outcome="failed"} 3.0' in metrics
+    assert 'notifier_deliveries_total{outcome="delivered"} 8.0' in metrics
+    assert "notifier_delivery_failed_attempts_total 3.0" in metrics
+
+
+async def _dead(client, count):
+    async def there():
+        body = await (await client.get("/v1/dead")).json()
+        return body["count"] == count and body
+
+    await _until(there, what=f"{count} dead letters")
+    return (await (await client.get("/v1/dead")).json())["entries"]
+
+
+async def test_permanent_error_dead_letters_at_once_and_requeue_delivers(aiohttp_client, redis_url, slack):
+    slack.script(("error", "channel_not_found"))
+    client = await aiohttp_client(create_app(_settings(redis_url, slack)))
+    response = await client.post("/v1/events", json={"category": "ops", "text": "lost-1"})
+    event_id = (await response.json())["id"]
+    [entry] = await _dead(client, 1)
+    assert entry["id"] == event_id and entry["category"] == "ops" and entry["channel"] == "#alerts"
+    assert entry["reason"] == "channel_not_found"
+    assert len(slack.calls) == 1  # at once: no retry of a permanent error
+    stats = await (await client.get("/v1/stats")).json()
+    assert stats["dead_lettered"] == 1
+    response = await client.post("/v1/dead/requeue")
+    assert (await response.json()) == {"status": "requeued", "count": 1, "ids": [event_id]}
+
+    async def delivered():
+        return _counts(slack, "lost") == {"lost-1": 1}
+
+    await _until(delivered, what="requeued event delivered")
+    body = await (await client.get("/v1/dead")).json()
+    assert body["count"] == 0
+    assert body["counters"] == {"delivered": 1, "delivered_again": 0, "dead_lettered": 1, "requeued": 1}
+
+
+async def test_transient_beyond_max_attempts_dead_letters_then_requeue_by_id(aiohttp_client, redis_url, slack):
+    slack.script((500,), (500,))
+    client = await aiohttp_client(create_app(_settings(redis_url, slack, delivery_max_attempts=2)))
+    await _post(client, ["flaky-1"])
+    [entry] = await _dead(client, 1)
+    assert "gave up after 2 attempts" in entry["reason"]
+    response = await client.post("/v1/dead/requeue", json={"ids": ["no-such-id"]})
+    assert (await response.json())["count"] == 0
+    response = await client.post("/v1/dead/requeue", json={"ids": [entry["id"]]})
+    assert (await response.json())["ids"] == [entry["id"]]
+
+    async def delivered():
+        return _counts(slack, "flaky") == {"flaky-1": 1}
+
+    await _until(delivered, what="requeued event delivered")
+    metrics = await (await client.get("/metrics")).text()
+    assert 'notifier_deliveries_total{outcome="dead_lettered"} 1.0' in metrics
+
+
+async def test_requeue_needs_the_api_token(aiohttp_client, redis_url, slack):
+    client = await aiohttp_client(create_app(_settings(redis_url, slack, api_tokens="s3cret")))
+    assert (await client.post("/v1/dead/requeue")).status == 401
+    response = await client.post("/v1/dead/requeue", headers={"Authorization": "Bearer s3cret"})
+    assert response.status == 200 and (await response.json())["count"] == 0
+    assert (
+        await client.post("/v1/dead/requeue", json={"ids": "x"}, headers={"Authorization": "Bearer s3cret"})
+    ).status == 422
+
+
+def _gauge(text, name):
+    match = re.search(rf"^{name} ([0-9.e+-]+)$", text, re.M)
+    return float(match.group(1)) if match else None
+
+
+async def test_queue_gauges_follow_a_cooldown(aiohttp_client, redis_url, slack):
+    slack.script((429, 3))
+    client = await aiohttp_client(create_app(_settings(redis_url, slack)))
+    await _post(client, ["held-1", "held-2"])
+
+    async def backlog():
+        text = await (await client.get("/metrics")).text()
+        return (
+            _gauge(text, "notifier_outbox_length") == 2
+            and _gauge(text, "notifier_outbox_pending") == 2
+            and _gauge(text, "notifier_outbox_oldest_pending_seconds") > 0
+        )
+
+    await _until(backlog, what="gauges showing the held backlog")
+
+    async def drained():
+        text = await (await client.get("/metrics")).text()
+        return (
+            _gauge(text, "notifier_outbox_length") == 0
+            and _gauge(text, "notifier_outbox_oldest_pending_seconds") == 0
+            and _counts(slack, "held") == {"held-1": 1, "held-2": 1}
+        )
+
+    await _until(drained, what="delivery and empty gauges")
+    text = await (await client.get("/metrics")).text()
+    assert "notifier_slack_request_seconds_count 3.0" in text
+    assert "notifier_delivery_seconds_count 2.0" in text

@@ -1,0 +1,53 @@
+"""``/openapi.json`` and a schemathesis run against a live gateway: no 5xx, answers match the schema."""
+
+from __future__ import annotations
+
+import pytest
+import schemathesis
+from helpers import Gateway
+from hypothesis import HealthCheck, settings
+
+from notifier.http.openapi import spec
+
+EXAMPLES = 60  # per operation; bounded so the run stays well under 40 s
+SCHEMA = schemathesis.openapi.from_dict(spec())
+
+
+@pytest.fixture(scope="module")
+def gateway(redis_server):
+    process = Gateway(
+        {
+            "NOTIFIER_REDIS_URL": redis_server.url,
+            "NOTIFIER_KEY_PREFIX": "openapi",
+            "NOTIFIER_DIGEST_INTERVAL": "0",
+            "NOTIFIER_GLOBAL_LIMIT": "100000/1m",
+            "NOTIFIER_CATEGORY_LIMIT": "5/1m",
+        }
+    ).start()
+    yield process
+    process.stop()
+
+
+def test_served_document_is_the_models_schema(gateway):
+    status, served, _ = gateway.get("/openapi.json")
+    assert status == 200 and served == spec()
+    event = served["components"]["schemas"]["Event"]
+    assert event["required"] == ["category", "text"]
+    assert event["properties"]["category"]["pattern"] == r"^[A-Za-z0-9_.:\-]{1,64}$"
+    assert set(served["paths"]["/v1/events"]["post"]["responses"]) >= {
+        "200",
+        "202",
+        "429",
+        "400",
+        "401",
+        "413",
+        "415",
+        "422",
+        "503",
+    }
+
+
+@SCHEMA.parametrize()
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+def test_api_conforms(case, gateway):
+    case.call_and_validate(base_url=gateway.url, timeout=10)

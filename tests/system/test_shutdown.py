@@ -1,0 +1,56 @@
+"""Shutdown always ends, even when a background task shrugs off a cancellation."""
+
+import asyncio
+import contextlib
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from notifier.http.app import create_app
+from notifier.settings import load_settings
+from notifier.tasks import cancel_and_wait
+
+
+async def test_cancel_and_wait_stops_a_task_that_ignores_one_cancellation():
+    cancels = 0
+
+    async def stubborn():
+        nonlocal cancels
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                cancels += 1
+                if cancels > 1:
+                    raise
+                asyncio.current_task().uncancel()  # what asyncio.wait_for does on 3.11 (gh-86296)
+
+    task = asyncio.create_task(stubborn())
+    await asyncio.sleep(0)
+    await cancel_and_wait([task])
+    assert task.cancelled() and cancels == 2
+
+
+async def test_cancel_and_wait_gives_up_after_its_patience(caplog):
+    async def immortal():
+        while True:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(3600)
+
+    task = asyncio.create_task(immortal(), name="immortal")
+    await asyncio.sleep(0)
+    await cancel_and_wait([task], patience=0.3)
+    assert not task.done() and "immortal" in caplog.text
+    task.get_coro().close()  # end it for good: no cancellation reaches it
+
+
+async def test_a_gateway_closed_right_after_start_shuts_down(redis_url):
+    # Closing at once cancels the delivery reader while redis-py is still connecting:
+    # the moment a single cancel() got lost and shutdown waited forever.
+    for _ in range(5):
+        client = TestClient(TestServer(create_app(load_settings(redis_url=redis_url, digest_interval=0))))
+        await client.start_server()
+        response = await client.post("/v1/events", data=b"{}", headers={"Content-Type": "text/json"})
+        assert response.status == 415
+        closing = asyncio.ensure_future(client.close())
+        done, _ = await asyncio.wait([closing], timeout=30)
+        assert done, "the gateway did not shut down"
