@@ -128,7 +128,7 @@ async def script_vs_ping(url: str, prefix: str, limit: str, n: int) -> dict:
     """Latency of admit.lua with a batch of 1 (as built by the Limiter) vs PING, sequentially."""
     from builders import build_limiter
 
-    from notifier.admission.limiter import _Pending
+    from notifier.admission.batch import Pending
     from notifier.models import Event
     from notifier.settings import load_settings
 
@@ -143,8 +143,11 @@ async def script_vs_ping(url: str, prefix: str, limit: str, n: int) -> dict:
         ("ping", lambda i: client.ping()),
         (
             "admit",
-            lambda i: limiter._run(
-                [_Pending(Event(category=CATEGORIES[i % 20], text="bench"), f"{prefix}-{i}", None)], {}, limiter.policy
+            lambda i: limiter._ask(
+                [Pending(Event(category=CATEGORIES[i % 20], text="bench"), f"{prefix}-{i}", time.monotonic() + 5)],
+                {},
+                limiter._protocol,
+                time.monotonic(),
             ),
         ),
     ):

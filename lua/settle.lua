@@ -1,10 +1,14 @@
 -- settle.lua: finish an outbox entry: delivered, or moved to the dead-letter stream.
 --
 -- KEYS[1] outbox (stream)  KEYS[2] dead letters (stream)  KEYS[3] attempts (hash)
--- KEYS[4] stats (hash)
+-- KEYS[4] stats (hash)     KEYS[5] edits due (zset: record key -> since, us)
+-- KEYS[6] the record of the alert the entry posted (hash; any key of the slot if none)
 -- ARGV[1] consumer group, ARGV[2] stream entry id, ARGV[3] event id,
--- ARGV[4] 'delivered' or 'dead', then for 'dead': ARGV[5] reason, and the
--- entry's fields as name, value pairs from ARGV[6] on.
+-- ARGV[4] 'delivered' or 'dead'; then
+--   for 'delivered': ARGV[5] channel id Slack answered, ARGV[6] the message's ts,
+--     ARGV[7] the version of the record the message shows (0: not an alert's post),
+--     ARGV[8] edits (1/0): a change made while it was being posted edits it now
+--   for 'dead': ARGV[5] reason, and the entry's fields as name, value pairs from ARGV[6] on
 --
 -- Returns 1 when this call settled the entry, 0 when it was already settled
 -- (another replica delivered it too: a duplicate; or, for 'dead', nothing is
@@ -13,17 +17,24 @@
 local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
 redis.call('HDEL', KEYS[3], ARGV[3])
-if ARGV[4] == 'dead' and acked == 1 then
-  -- (not acked: another replica settled it meanwhile, delivered or dead; never dead-letter twice)
-  local fields = {'reason', ARGV[5]}
-  for i = 6, #ARGV do fields[#fields + 1] = ARGV[i] end
-  redis.call('XADD', KEYS[2], '*', unpack(fields))
-  redis.call('HINCRBY', KEYS[4], 'dead_lettered', 1)
-elseif ARGV[4] == 'dead' then
-  -- already settled elsewhere: nothing to record
-elseif acked == 1 then
-  redis.call('HINCRBY', KEYS[4], 'delivered', 1)
-else
-  redis.call('HINCRBY', KEYS[4], 'delivered_again', 1)
+if ARGV[4] == 'dead' then
+  if acked == 1 then  -- (else another replica settled it meanwhile: never dead-letter twice)
+    local fields = {'reason', ARGV[5]}
+    for i = 6, #ARGV do fields[#fields + 1] = ARGV[i] end
+    redis.call('XADD', KEYS[2], '*', unpack(fields))
+    redis.call('HINCRBY', KEYS[4], 'dead_lettered', 1)
+  end
+  return acked
+end
+redis.call('HINCRBY', KEYS[4], acked == 1 and 'delivered' or 'delivered_again', 1)
+local shown = tonumber(ARGV[7])
+if shown > 0 and redis.call('HGET', KEYS[6], 'id') == ARGV[3] then
+  -- The alert's message identity, for edits and thread replies from any replica.
+  redis.call('HSET', KEYS[6], 'cid', ARGV[5], 'ts', ARGV[6], 'shown', shown)
+  local ver = tonumber(redis.call('HGET', KEYS[6], 'ver') or '0')
+  if ARGV[8] == '1' and ver > shown then
+    local t = redis.call('TIME')
+    redis.call('ZADD', KEYS[5], 'NX', t[1] .. string.format('%06d', tonumber(t[2])), KEYS[6])
+  end
 end
 return acked

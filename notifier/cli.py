@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Callable
 
+from . import terminal
 from .errors import SettingsError
 from .settings import Settings, load_settings, unknown_variables
 
@@ -40,22 +41,39 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the gateway")
     serve.set_defaults(run=lambda args, settings: serve_forever(settings))
     status = commands.add_parser("status", help="show limits and totals of a running gateway")
-    status.set_defaults(run=_status)
-    for sub in (serve, status):
+    status.set_defaults(run=lambda args, settings: terminal.show(_url(args, settings), _token(args, settings)))
+    mute = commands.add_parser("mute", help="mute a category for the whole fleet for a while")
+    mute.add_argument("category")
+    mute.add_argument("duration", help="how long, e.g. 30m or 1h")
+    mute.set_defaults(
+        run=lambda args, settings: terminal.mute(
+            _url(args, settings), _token(args, settings), args.category, args.duration
+        )
+    )
+    unmute = commands.add_parser("unmute", help="lift the mute (any override) of a category")
+    unmute.add_argument("category")
+    unmute.set_defaults(
+        run=lambda args, settings: terminal.unmute(_url(args, settings), _token(args, settings), args.category)
+    )
+    for sub in (serve, status, mute, unmute):
         sub.add_argument("--env-file", help="read NOTIFIER_* settings from this file too")
-    status.add_argument("--url", default=None, help="gateway URL (default: from the settings)")
+    for sub in (status, mute, unmute):
+        sub.add_argument("--url", default=None, help="gateway URL (default: from NOTIFIER_HOST/NOTIFIER_PORT)")
+        sub.add_argument("--token", default=None, help="bearer token (default: the first of NOTIFIER_API_TOKENS)")
     return parser
+
+
+def _url(args: argparse.Namespace, settings: Settings) -> str:
+    return str(args.url or f"http://{settings.host}:{settings.port}")
+
+
+def _token(args: argparse.Namespace, settings: Settings) -> str | None:
+    return args.token or (settings.api_tokens[0] if settings.api_tokens else None)
 
 
 def _fail(message: str) -> int:
     print(f"notifier: {message}", file=sys.stderr)
     return 2
-
-
-def _status(args: argparse.Namespace, settings: Settings) -> int:
-    from .terminal import show  # the terminal screen needs nothing of the server
-
-    return show(args.url or f"http://{settings.host}:{settings.port}", settings)
 
 
 def serve_forever(settings: Settings) -> int:

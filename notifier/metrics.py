@@ -98,6 +98,27 @@ class Metrics:
         )
         self.dead_letters = Gauge("notifier_dead_letters", "Entries in the dead-letter stream", registry=r)
         self.digests = Counter("notifier_digests", "Digests of suppressed events claimed by this replica", registry=r)
+        self.edits = Counter(
+            "notifier_edits",
+            "Edits of posted messages by outcome (edited, rate_limited, failed, gone, refused)",
+            ["outcome"],
+            registry=r,
+        )
+        self.edit_wait = Histogram(
+            "notifier_edit_budget_wait_seconds",
+            "Time an edit waited for the fleet's edit budget (NOTIFIER_UPDATE_RATE)",
+            registry=r,
+            buckets=(0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300),
+        )
+        self.replies = Counter(
+            "notifier_replies", "Resolutions posted (in their alert's thread where the sink can)", registry=r
+        )
+        self.overrides = Counter(
+            "notifier_override_changes",
+            "Overrides put or removed through this replica, by action (put, delete) and source (api, slack)",
+            ["action", "source"],
+            registry=r,
+        )
         self._store_failures: Callable[[], int] = lambda: 0
         r.register(
             _Callback(

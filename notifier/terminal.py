@@ -1,28 +1,51 @@
-"""``notifier status``: the limits and totals of a running gateway, as a terminal screen.
+"""The terminal side of the ``notifier`` command: ``status``, ``mute`` and ``unmute``.
 
-It reads the same data as ``GET /v1/limits`` and ``GET /v1/stats`` over HTTP, so
-it shows the fleet's shared state whichever replica it asks.
+They talk to a running gateway over HTTP (``GET /v1/limits`` and ``/v1/stats``,
+``PUT`` and ``DELETE /v1/limits/{category}``), so they act on the fleet's shared
+state whichever replica they ask.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
-
-from .settings import Settings
 
 BAR_WIDTH = 20
 
 
-def _get(url: str, token: str | None) -> dict[str, Any]:
-    """GET a JSON document; sends the first API token too, in case GETs are ever protected."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as response:
-        answer: dict[str, Any] = json.loads(response.read())
-        return answer
+class Answer(Exception):
+    """The gateway answered with an error."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(f"HTTP {status}: {body.get('error', body)}")
+        self.status = status
+
+
+def request(method: str, url: str, token: str | None, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One JSON request; raises :class:`Answer` for an error status, ``OSError`` when unreachable."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = None if body is None else json.dumps(body).encode()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data, headers, method=method), timeout=5) as answer:
+            parsed: dict[str, Any] = json.loads(answer.read())
+            return parsed
+    except urllib.error.HTTPError as exc:
+        raise Answer(exc.code, _json(exc.read())) from exc
+
+
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {"error": raw.decode(errors="replace")[:200]}
+    return parsed if isinstance(parsed, dict) else {"error": str(parsed)}
 
 
 def bar(used: int, limit: int, width: int = BAR_WIDTH) -> str:
@@ -51,12 +74,43 @@ def rule_line(level: str, rule: dict[str, Any]) -> str:
     )
 
 
-def render(limits: dict[str, Any], stats: dict[str, Any]) -> str:
+def share_lines(rule: dict[str, Any]) -> list[str]:
+    """Under a global rule with reserves: the shared slots, then each class's reserved ones."""
+    if "shared" not in rule:
+        return []
+    shared = rule["shared"]
+    lines = [
+        f"    {'shared':<18} {'':>10} {bar(shared['used'], shared['slots'])} "
+        f"{shared['used']:>6}/{shared['slots']:<6} {'free now' if shared['free'] else 'full'}"
+    ]
+    for reserve in rule["reserves"]:
+        name = f"{reserve['class']} ({reserve['share']})"
+        lines.append(
+            f"    {name:<29} {bar(reserve['used'], reserve['slots'])} "
+            f"{reserve['used']:>6}/{reserve['slots']:<6} reserved"
+        )
+    return lines
+
+
+def override_lines(overrides: dict[str, Any], now: float) -> list[str]:
+    """The overrides in force, with who set them and when they end."""
+    lines = []
+    for level, override in overrides.items():
+        ends = "until removed" if override["until"] is None else f"for {_seconds(override['until'] - now)} more"
+        lines.append(f"  {level:<20} {override['rules']:>10} {ends}, by {override['by'] or 'unknown'}")
+    return lines
+
+
+def render(limits: dict[str, Any], stats: dict[str, Any], now: float | None = None) -> str:
     """The whole screen as text."""
     lines = ["Limits (used/limit)"]
-    lines += [rule_line("global", r) for r in limits.get("global", [])]
+    for rule in limits.get("global", []):
+        lines += [rule_line("global", rule), *share_lines(rule)]
     for category, rules in sorted(limits.get("categories", {}).items()):
         lines += [rule_line(category, r) for r in rules]
+    overrides = limits.get("overrides") or {}
+    if overrides:
+        lines += ["", "Overrides", *override_lines(overrides, time.time() if now is None else now)]
     by_limit = stats.get("dropped_by_limit", {})
     lines += [
         "",
@@ -70,15 +124,40 @@ def render(limits: dict[str, Any], stats: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def show(url: str, settings: Settings) -> int:
+def show(url: str, token: str | None) -> int:
     """Print the status screen of the gateway at ``url``; 0 on success, 1 when unreachable."""
-    token = settings.api_tokens[0] if settings.api_tokens else None
     base = url.rstrip("/")
     try:
-        limits, stats = _get(base + "/v1/limits", token), _get(base + "/v1/stats", token)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+        limits, stats = request("GET", base + "/v1/limits", token), request("GET", base + "/v1/stats", token)
+    except (OSError, ValueError, Answer) as exc:
         print(f"notifier: cannot read {base}: {exc}", file=sys.stderr)
         return 1
     print(f"notifier at {base}\n")
     print(render(limits, stats))
+    return 0
+
+
+def mute(url: str, token: str | None, category: str, duration: str) -> int:
+    """``notifier mute``: override ``category`` to ``0/DURATION`` for DURATION, fleet-wide."""
+    return _change(url, "PUT", category, token, {"rules": f"0/{duration}", "for": duration})
+
+
+def unmute(url: str, token: str | None, category: str) -> int:
+    """``notifier unmute``: remove the override of ``category``."""
+    return _change(url, "DELETE", category, token, None)
+
+
+def _change(url: str, method: str, category: str, token: str | None, body: dict[str, Any] | None) -> int:
+    target = f"{url.rstrip('/')}/v1/limits/{urllib.parse.quote(category, safe='')}"
+    try:
+        answer = request(method, target, token, body)
+    except Answer as exc:
+        print(f"notifier: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as exc:
+        print(f"notifier: cannot reach {url}: {exc}", file=sys.stderr)
+        return 1
+    until = answer.get("until")
+    ends = "until removed" if until is None else time.strftime("until %Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
+    print(f"{answer['level']}: {answer['rules']} {ends}")
     return 0

@@ -1,17 +1,28 @@
-"""The hierarchical limiter, batching concurrent events into one script call.
+"""The hierarchical limiter: batches of events decided by one script call each, and local refusals.
 
 Concurrent requests are coalesced: every event that arrives while a call is in
 flight rides in the next one, in arrival order, each with its own answer, so
 the limiter costs one round trip per batch rather than per event.
 
-A sliding log loses entries only with time, so a level Redis reported full
+A sliding log loses entries only with time, so a level the script reported full
 stays full at least for the wait it returned. Until then this replica refuses
-events of that level itself, exactly, without a round trip; the refusals are
-still written to the shared counters with the next call (or within
-``FLUSH_DELAY``, and before ``/v1/stats`` answers).
+such events itself, without a round trip, naming the level and rule the script
+would name; the refusals are still written to the shared counters with the next
+call (or within ``FLUSH_DELAY``, and before ``/v1/stats`` answers). What it
+knows is kept per class of the global level (a full shared part does not mean a
+class with free reserved slots is refused) and per category.
+
+Bounded time: each event has a deadline (``NOTIFIER_REDIS_TIMEOUT`` after it
+arrived). A call carries the earliest deadline of its batch, in the store's
+clock, and the script does nothing past it; the limiter waits for the reply a
+margin longer, then answers 503. So a 503 means nothing happened, except when
+the reply itself was lost after the script ran (``dedup_key`` makes retrying
+such an event safe). At most ``MAX_WAITING`` events wait for the store; past
+that, and while the store's circuit is open, events are refused with 503 at once.
 
 This module is the hot path of an alert storm and is hand-tuned where
-``bench/instructions.py`` showed a cost (plain dicts, tuples built directly).
+``bench/instructions.py`` showed a cost (plain dicts and tuples, no awaits on
+a local refusal).
 """
 
 from __future__ import annotations
@@ -21,29 +32,30 @@ import contextlib
 import math
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable
 
 from ..errors import StoreUnavailable
 from ..models import Decision, Event, Outcome
-from ..outbox import EventEntry, encode_event
-from ..policy import GLOBAL, Policy
-from ..rules import Rules
+from ..policy import CATEGORY, GLOBAL, Policy
 from ..settings import Settings
-from ..store.client import Store, as_text
+from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
+from .batch import MAX_REMEMBERED, Pending, Protocol, Refused, ScriptResult, read_reply
 
 MAX_BATCH = 256
+MAX_WAITING = 4 * MAX_BATCH  # events waiting for the store; past it, 503 at once
 FLUSH_DELAY = 0.05
 RETRY_DELAY = 1.0  # between attempts to count refusals while the store is unreachable
-MAX_REMEMBERED = 10_000  # categories held in per-category caches: names come from clients
-_OPEN = (0.0, "", "")  # a level with room: (full until, level, rule text)
+REPLY_MARGIN = 0.25  # seconds the reply may take beyond the script's deadline
+STALE_RETRIES = 3  # calls retried after a policy change before the events answer 503
+OPEN_TRUST = 1.0  # seconds a category with room is believed to keep it, when another class could fill it
 
 # Decision's generated __new__ is Python code, a visible cost when every request of a
 # storm is a local refusal: that path builds the tuple directly (all five fields given).
 _new_decision = tuple.__new__
 _DROPPED = Outcome.DROPPED
+Block = tuple[float, str, str]  # a level known full: (until, "global" or "category", rule text)
 
 
 def retry_seconds(wait: float) -> float:
@@ -52,79 +64,43 @@ def retry_seconds(wait: float) -> float:
     return max(1, math.ceil(wait * 1000)) / 1000
 
 
-def rule_args(rules: Rules) -> list[int]:
-    """Rules as the Lua scripts read them: the count of rules, then limit, window in us."""
-    args = [len(rules)]
-    for rule in rules:
-        args += [rule.count, rule.window_ms * 1000]
-    return args
-
-
-class ScriptResult(NamedTuple):
-    """One event's entry in the reply of ``admit.lua``."""
-
-    outcome: str
-    id: str
-    level: str
-    global_wait_us: int
-    global_rule: int  # index from 1 of the global rule that stays full longest; 0 = none
-    category_wait_us: int
-    category_rule: int
-
-    @classmethod
-    def of(cls, reply: list[Any]) -> ScriptResult:
-        outcome, first_id, level = (as_text(v) for v in reply[:3])
-        gw, grule, cw, crule = (int(v) for v in reply[3:7])
-        return cls(outcome, first_id, level, gw, grule, cw, crule)
-
-
-@dataclass
-class _Pending:
-    event: Event
-    id: str
-    future: asyncio.Future[Decision]
-
-
-class _Category(NamedTuple):
-    """What the script needs of a category, built once per category and policy."""
-
-    log_key: str
-    suppressed_key: str
-    channel: str
-    rule_args: list[int]
-
-
 class Limiter:
     """Decides each event against the global and category levels in one atomic call."""
 
-    def __init__(self, store: Store, scripts: Scripts, keys: Keys, settings: Settings, policy: Policy) -> None:
-        self._store, self._scripts, self._keys = store, scripts, keys
-        self._shadow = settings.shadow
-        self._digest_us = settings.digest_interval * 1000
-        self._queue: list[_Pending] = []
+    def __init__(
+        self, store: Store, scripts: Scripts, keys: Keys, settings: Settings, policy: Policy, edits: bool = True
+    ) -> None:
+        self._store, self._scripts, self._keys, self._settings = store, scripts, keys, settings
+        self._shadow, self._edits = settings.shadow, edits
+        self._budget = settings.redis_timeout / 1000
+        self._queue: list[Pending] = []
+        self._futures: dict[str, asyncio.Future[Decision]] = {}
+        self._stale: dict[str, int] = {}  # event id -> calls it rode in that met a policy change
         # Refusals decided here, not yet counted in Redis: (category, level) -> how many.
         self._refused: dict[tuple[str, str], int] = {}
         self._busy = False
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0
-        # Levels known to be full: None (global) or a category -> (until, level, rule text).
-        self._blocked: dict[str | None, tuple[float, str, str]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
-        self._categories: dict[str, _Category] = {}
+        # Levels known full: a class index (the global level, for that class) or a category name.
+        self._blocked: dict[int | str, Block] = {}
+        self._open: dict[str, float] = {}  # categories known to have room, until then
+        self.reload: Callable[[], Awaitable[None]] | None = None  # reads the policy again (overrides)
         self.policy = policy
 
     @property
     def policy(self) -> Policy:
-        return self._policy
+        return self._protocol.policy
 
     @policy.setter
     def policy(self, policy: Policy) -> None:
-        """Swap the snapshot: what was cached under the old one is void."""
-        self._policy = policy
+        """Swap the snapshot: what was known under the old one is void."""
+        self._protocol = Protocol(self._keys, self._settings, policy, self._edits)
+        self._class_of = policy.class_of if policy.reserves else None
+        self._longest_global = policy.global_longest_ms / 1000
         self._blocked.clear()
-        self._categories.clear()
-        self._head = [*rule_args(policy.rules_for(GLOBAL)), self._digest_us, 1 if self._shadow else 0]
+        self._open.clear()
 
     async def admit(self, event: Event) -> Decision:
         """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down."""
@@ -132,10 +108,19 @@ class Limiter:
 
     async def decide_in_store(self, event: Event) -> Decision:
         """Send ``event`` with the next batch to the script and wait for its answer."""
+        if len(self._queue) >= MAX_WAITING:
+            raise StoreUnavailable(f"{MAX_WAITING} events already wait for the store")
+        if not self._store.answering:
+            raise StoreUnavailable("the store does not answer")
+        event_id = uuid.uuid4().hex
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(event, uuid.uuid4().hex, future))
+        self._futures[event_id] = future
+        self._queue.append(Pending(event, event_id, time.monotonic() + self._budget))
         self._schedule(0)
-        return await future
+        try:
+            return await future
+        finally:
+            self._futures.pop(event_id, None)
 
     async def flush(self, timeout: float = 2.0) -> None:
         """Write pending local refusals to the shared counters (waits at most ``timeout``)."""
@@ -153,24 +138,36 @@ class Limiter:
             self._schedule(FLUSH_DELAY)
 
     def refuse_locally(self, event: Event) -> Decision | None:
-        """The refusal of ``event`` when its level is known to be full, else None (no I/O)."""
-        # A repeated dedup_key is answered "duplicate" before any limit is checked,
-        # which only Redis knows: such events always go to the script.
+        """The refusal of ``event`` when its levels are known well enough, else None (no I/O).
+
+        Like the script, it names the level that stays full longer (global on a
+        tie), so it refuses only when it knows both: the global level for the
+        event's class, and the category (full, or with room while nothing can
+        fill it). A repeated dedup_key is answered "duplicate" before any limit
+        applies, which only the store knows: such events always go to it.
+        """
         blocked = self._blocked
         if not blocked or event.dedup_key or self._shadow:
             return None
-        # Like the script, name the level that stays full longer (global on a tie).
-        until, level, rule = blocked.get(None, _OPEN)
-        category = blocked.get(event.category)
-        if category is not None and category[0] > until:
-            until, level, rule = category
-        wait = until - time.monotonic()
-        if wait <= 0:
+        now = time.monotonic()
+        category = event.category
+        own = blocked.get(category)
+        shared = blocked.get(self._class_of(category, event.severity) if self._class_of else 0)
+        if own is not None and own[0] > now:
+            if shared is not None and shared[0] > now:
+                block = own if own[0] > shared[0] else shared
+            elif own[0] - now > self._longest_global:  # no global wait can be longer
+                block = own
+            else:
+                return None
+        elif shared is not None and shared[0] > now and self._open.get(category, 0.0) > now:
+            block = shared
+        else:
             return None
-        self.count_refusal(event.category, level)
+        self.count_refusal(category, block[1])
         # No id: none is shown for a refusal, and the script only counts it. The wait is
         # positive, so its milliseconds rounded up are at least 1 (retry_seconds, inlined).
-        return _new_decision(Decision, (_DROPPED, "", level, rule, math.ceil(wait * 1000) / 1000))
+        return _new_decision(Decision, (_DROPPED, "", block[1], block[2], math.ceil((block[0] - now) * 1000) / 1000))
 
     def _schedule(self, delay: float) -> None:
         """Start the next call after ``delay`` unless one is in flight or due sooner."""
@@ -191,21 +188,24 @@ class Limiter:
         batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
         refused, self._refused = self._refused, {}
         self._busy = True
-        asyncio.get_running_loop().create_task(self._call(batch, refused, self._policy))
+        asyncio.get_running_loop().create_task(self._call(batch, refused, self._protocol))
 
-    async def _call(self, batch: list[_Pending], refused: dict[tuple[str, str], int], policy: Policy) -> None:
+    async def _call(self, batch: list[Pending], refused: dict[tuple[str, str], int], protocol: Protocol) -> None:
         sent, failed = time.monotonic(), True
         try:
-            replies = await self._run(batch, refused, policy)
+            replies = await self._ask(batch, refused, protocol, sent)
         except StoreUnavailable as exc:
             self._fail(batch, refused, exc)
         except BaseException as exc:  # never leave a request waiting forever
             self._fail(batch, refused, StoreUnavailable(repr(exc)))
             raise
         else:
-            failed = False
-            for item, reply in zip(batch, replies, strict=True):
-                self._settle(item, ScriptResult.of(reply), sent, policy)
+            if isinstance(replies, Refused):
+                await self._not_decided(batch, refused, replies)
+            else:
+                failed = False
+                for item, result in zip(batch, replies, strict=True):
+                    self._settle(item, result, sent, protocol)
         finally:
             self._busy = False
             if self._queue:
@@ -217,69 +217,60 @@ class Limiter:
             else:
                 self._idle.set()
 
-    async def _run(self, batch: list[_Pending], refused: dict[tuple[str, str], int], policy: Policy) -> Any:
-        keys = [
-            self._keys.global_log,
-            self._keys.outbox,
-            self._keys.stats,
-            self._keys.categories,
-            self._keys.digest_due,
-        ]
-        # Refusals decided here are only counted, a group per category and level at once.
-        args: list[Any] = [*self._head, len(refused)]
-        for (category, level), count in refused.items():
-            known = self._category(category, policy)
-            keys.append(known.suppressed_key)
-            args += [category, known.channel, level, count]
-        received = time.time()
-        for item in batch:
-            event = item.event
-            known = self._category(event.category, policy)
-            # Without a dedup_key the script never reads that key: any name of the slot will do.
-            dedup = self._keys.record(event.category, event.dedup_key) if event.dedup_key else known.log_key
-            keys += [known.log_key, dedup, known.suppressed_key]
-            entry = EventEntry(item.id, event.category, known.channel, event.model_dump(exclude_none=True), received)
-            args += [
-                item.id,
-                event.category,
-                known.channel,
-                1 if event.dedup_key else 0,
-                encode_event(entry),
-                *known.rule_args,
-            ]
-        return await self._store.run(self._scripts.admit, keys, args)
+    async def _ask(
+        self, batch: list[Pending], refused: dict[tuple[str, str], int], protocol: Protocol, sent: float
+    ) -> list[ScriptResult] | Refused:
+        """One script call, bounded by the earliest deadline of the batch."""
+        deadline = min((item.deadline for item in batch), default=sent + self._budget)
+        if not self._store.clock_known:
+            await self._store.sync_clock(self._keys.outbox)
+        keys, args = protocol.call(batch, refused, self._store.store_time_us(deadline))
+        timeout = deadline + REPLY_MARGIN - time.monotonic()
+        return read_reply(await self._store.run(self._scripts.admit, keys, args, timeout))
 
-    def _category(self, category: str, policy: Policy) -> _Category:
-        """Keys, channel and rule arguments of a category, built once per policy."""
-        cached = self._categories.get(category)
-        if cached is None or policy is not self._policy:
-            channel = policy.channel_for(category)
-            cached = _Category(
-                self._keys.category_log(category),
-                self._keys.suppressed(channel),
-                channel,
-                rule_args(policy.rules_for(category)),
-            )
-            if len(self._categories) < MAX_REMEMBERED and policy is self._policy:
-                self._categories[category] = cached
-        return cached
+    async def _not_decided(self, batch: list[Pending], refused: dict[tuple[str, str], int], why: Refused) -> None:
+        """The script did nothing: past the deadline (503), or under an old policy (read it, try again)."""
+        if why.reason == "stale" and self.reload is not None:
+            with contextlib.suppress(StoreUnavailable):
+                await self.reload()
+            retry = [item for item in batch if self._stale_again(item)]
+            self._queue[:0] = retry
+            batch = [item for item in batch if item not in retry]
+            self._give_back(refused)
+            refused = {}
+        self._fail(batch, refused, StoreUnavailable(f"the store did not decide in time ({why.reason})"))
 
-    def _fail(self, batch: list[_Pending], refused: dict[tuple[str, str], int], exc: StoreUnavailable) -> None:
-        # The store may have restarted empty: what we knew about full levels is void.
-        self._blocked.clear()
+    def _stale_again(self, item: Pending) -> bool:
+        count = self._stale[item.id] = self._stale.get(item.id, 0) + 1
+        return count <= STALE_RETRIES
+
+    def _give_back(self, refused: dict[tuple[str, str], int]) -> None:
         for key, count in refused.items():  # keep local refusals until they are counted
             self._refused[key] = self._refused.get(key, 0) + count
-        for item in batch:
-            if not item.future.done():
-                item.future.set_exception(exc)
 
-    def _settle(self, item: _Pending, result: ScriptResult, sent: float, policy: Policy) -> None:
-        category = item.event.category
-        if result.outcome == "dropped" and policy is self._policy:
-            self._remember_full(category, result, sent, policy)
-        if item.future.done():
+    def _fail(self, batch: list[Pending], refused: dict[tuple[str, str], int], exc: StoreUnavailable) -> None:
+        # The store may have restarted empty: what we knew about full levels is void.
+        self._blocked.clear()
+        self._open.clear()
+        self._give_back(refused)
+        for item in batch:
+            self._answer(item, exc)
+
+    def _answer(self, item: Pending, answer: Decision | StoreUnavailable) -> None:
+        self._stale.pop(item.id, None)
+        future = self._futures.get(item.id)
+        if future is None or future.done():
             return
+        if isinstance(answer, StoreUnavailable):
+            future.set_exception(answer)
+        else:
+            future.set_result(answer)
+
+    def _settle(self, item: Pending, result: ScriptResult, sent: float, protocol: Protocol) -> None:
+        policy, category = protocol.policy, item.event.category
         if result.outcome in ("dropped", "shadow"):
+            if protocol is self._protocol:  # else the policy changed meanwhile: nothing to keep
+                self._remember(item.event, result, sent, policy)
             level = result.level
             wait, rule = (
                 (result.global_wait_us, result.global_rule)
@@ -287,31 +278,42 @@ class Limiter:
                 else (result.category_wait_us, result.category_rule)
             )
             outcome = Outcome.SHADOW if result.outcome == "shadow" else Outcome.DROPPED
-            decision = Decision(
-                outcome, item.id, level, _rule_text(policy, category, level, rule), retry_seconds(wait / 1e6)
+            self._answer(
+                item,
+                Decision(outcome, item.id, level, _rule_text(policy, category, level, rule), retry_seconds(wait / 1e6)),
             )
         else:
-            decision = Decision(Outcome(result.outcome), result.id)
-        item.future.set_result(decision)
+            self._answer(item, Decision(Outcome(result.outcome), result.id))
 
-    def _remember_full(self, category: str, result: ScriptResult, sent: float, policy: Policy) -> None:
-        """Note levels the script reported full, to refuse their events here until then."""
-        if len(self._blocked) > MAX_REMEMBERED:
+    def _remember(self, event: Event, result: ScriptResult, sent: float, policy: Policy) -> None:
+        """Note what the script reported full (or open), to refuse such events here meanwhile.
+
+        Times are measured from when the call was sent, which is no later than the
+        store's clock at execution, so a local refusal never outlasts the real one.
+        """
+        if len(self._blocked) > MAX_REMEMBERED or len(self._open) > MAX_REMEMBERED:
             self._blocked.clear()  # only a shortcut: forgetting costs round trips, not answers
-        # Measured from when the call was sent, which is no later than Redis's
-        # clock at execution, so a local refusal never outlasts the real one.
-        if result.global_wait_us:
-            self._blocked[None] = (
-                sent + result.global_wait_us / 1e6,
+            self._open.clear()
+        category = event.category
+        gw, cw = result.global_wait_us / 1e6, result.category_wait_us / 1e6
+        if gw:
+            self._blocked[policy.class_of(category, event.severity)] = (
+                sent + gw,
                 GLOBAL,
                 _rule_text(policy, category, GLOBAL, result.global_rule),
             )
-        if result.category_wait_us:
+        if cw:
             self._blocked[category] = (
-                sent + result.category_wait_us / 1e6,
-                "category",
-                _rule_text(policy, category, "category", result.category_rule),
+                sent + cw,
+                CATEGORY,
+                _rule_text(policy, category, CATEGORY, result.category_rule),
             )
+        elif gw:
+            # Room in the category stays while nothing can be admitted into it: no event
+            # of its class passes the global level until then. Another class (critical
+            # events) could fill it, so then the belief is kept for a short while only.
+            alone = policy.class_of(category, "critical") == policy.class_of(category, "info")
+            self._open[category] = sent + (gw if alone else min(gw, OPEN_TRUST))
 
 
 def _rule_text(policy: Policy, category: str, level: str, rule: int) -> str:

@@ -16,6 +16,7 @@ from redis.exceptions import ResponseError
 
 from ..errors import StoreUnavailable
 from ..outbox import Entry, decode
+from ..slack.sinks import Posted
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
@@ -88,17 +89,46 @@ class ConsumerGroup:
         return as_text(reply[0]), [(as_text(i), f) for i, f in reply[1]]
 
     async def settle(
-        self, stream_id: str, event_id: str, dead_reason: str | None = None, fields: dict[Any, Any] | None = None
+        self,
+        stream_id: str,
+        event_id: str,
+        dead_reason: str | None = None,
+        fields: dict[Any, Any] | None = None,
+        posted: Posted | None = None,
+        shown: int = 0,
+        record: str = "",
+        edits: bool = False,
     ) -> bool:
         """Acknowledge and delete an entry, or move it (``fields``) to the dead letters.
 
-        False when it was already settled (another replica delivered it too).
+        A delivered alert's post records where Slack put it (``posted``) and the
+        version of its record it shows. False when the entry was already settled
+        (another replica delivered it too).
         """
-        keys = [self._keys.outbox, self._keys.dead, self._keys.attempts, self._keys.stats]
-        args: list[Any] = [GROUP, stream_id, event_id, "dead" if dead_reason else "delivered"]
+        keys = [
+            self._keys.outbox,
+            self._keys.dead,
+            self._keys.attempts,
+            self._keys.stats,
+            self._keys.edits,
+            record or self._keys.edits,
+        ]
+        args: list[Any] = [GROUP, stream_id, event_id]
         if dead_reason:
-            args += [dead_reason] + [x for kv in (fields or {}).items() for x in kv]
+            args += ["dead", dead_reason] + [x for kv in (fields or {}).items() for x in kv]
+        else:
+            args += [
+                "delivered",
+                posted.channel_id if posted else "",
+                posted.ts if posted else "",
+                shown if record else 0,
+                int(edits),
+            ]
         return bool(await self._store.run(self._scripts.settle, keys, args))
+
+    async def holds(self, stream_id: str) -> bool:
+        """True while the outbox still has this entry (not yet delivered nor dead-lettered)."""
+        return bool(await self._store.call(self._store.redis.xrange, self._keys.outbox, stream_id, stream_id))
 
     async def count_attempt(self, event_id: str) -> int:
         """One more failed send of ``event_id``; how many so far."""

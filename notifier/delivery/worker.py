@@ -4,7 +4,12 @@
   name, then reads new ones.
 * Each channel has one sender, so at most one send per channel is in flight
   per replica; before each send the channel's slot comes from the fleet's
-  leaky bucket (``pacing``).
+  leaky bucket (``pacing``). A channel's entries go in admission order (their
+  stream ids), entries reclaimed from a dead replica included: they are older
+  than what this replica read since, so they go first.
+* An alert's post shows its latest state and records where Slack put it, so
+  any replica can edit it (``edits``) or reply in its thread; the reply of a
+  resolution waits while the alert's post is still in the outbox.
 * 429s are retried after the cooldown and do not count as attempts; 5xx,
   timeouts and broken connections are retried with backoff; after
   ``delivery_max_attempts`` failed sends, or at once on a permanent Slack
@@ -23,19 +28,21 @@ from ..errors import Permanent, RateLimited, StoreUnavailable, Transient
 from ..metrics import Metrics
 from ..outbox import DigestEntry, EventEntry
 from ..settings import Settings
-from ..slack.messages import Message, digest_message, event_message
-from ..slack.sinks import Sink
+from ..slack.messages import MUTE, Message, MessageState, digest_message, event_message, reply_message
+from ..slack.sinks import Posted, Sink
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..tasks import cancel_and_wait, every, until_answered
 from .digests import Digests
-from .group import ConsumerGroup, Taken, take
+from .edits import Editor, read_record
+from .group import READ_COUNT, ConsumerGroup, Taken, take
 from .pacing import Bucket, Pacer
 
 log = logging.getLogger(__name__)
 
 MAX_HELD = 512  # entries one replica holds at once; the rest wait in the stream for others
+REPLY_POLL = 0.5  # seconds between two looks at an alert whose post a resolution waits for
 
 
 def backoff(attempt: int, base: float = 0.5, cap: float = 30.0) -> float:
@@ -57,7 +64,9 @@ class Delivery:
         self._group = ConsumerGroup(store, scripts, keys, settings.consumer_name, block_ms)
         self._pacer = Pacer(store, scripts, settings.channel_rate[0])
         self._digests = Digests(store, scripts, keys)
-        self._queues: dict[str, asyncio.Queue[str]] = {}
+        self._buttons = bool(settings.slack_signing_secret) and sink.edits and sink.paced
+        self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._buttons)
+        self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
         self._held: dict[str, Taken] = {}
         self._sending: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -75,6 +84,8 @@ class Delivery:
         ]
         if self._settings.digest_interval:
             loops.append(every("claiming digests", lambda: random.uniform(0.5, 1.0), self._claim_digests))
+        if self._sink.edits:
+            loops.append(self._editor.run())
         self._tasks = [asyncio.create_task(loop) for loop in loops]
 
     async def stop(self, grace: float = 5.0) -> None:
@@ -107,7 +118,7 @@ class Delivery:
                 await asyncio.sleep(0.5 + random.uniform(0, 0.5))
                 continue
             if resume_from is not None:
-                resume_from = entries[-1][0] if len(entries) == 32 else None
+                resume_from = entries[-1][0] if len(entries) == READ_COUNT else None
             if not entries and self._store.embedded:
                 await asyncio.sleep(0.05)  # the embedded store cannot block on reads
 
@@ -124,9 +135,10 @@ class Delivery:
         self._held[stream_id] = taken
         channel = taken.entry.channel
         if channel not in self._queues:
-            self._queues[channel] = asyncio.Queue()
-            self._senders.append(asyncio.create_task(self._send_loop(channel, self._queues[channel])))
-        self._queues[channel].put_nowait(stream_id)
+            self._queues[channel] = asyncio.PriorityQueue()
+            self._senders.append(asyncio.create_task(self._send_loop(self._queues[channel])))
+        ms, _, seq = stream_id.partition("-")
+        self._queues[channel].put_nowait(((int(ms), int(seq or 0)), stream_id))
 
     async def _reclaim(self) -> None:
         cursor = "0-0"
@@ -141,9 +153,9 @@ class Delivery:
 
     # -- sending ---------------------------------------------------------------
 
-    async def _send_loop(self, channel: str, queue: asyncio.Queue[str]) -> None:
+    async def _send_loop(self, queue: asyncio.PriorityQueue[tuple[tuple[int, int], str]]) -> None:
         while True:
-            stream_id = await queue.get()
+            _, stream_id = await queue.get()
             if self._stopping:
                 return  # left pending under our name: a restart resumes it
             self._sending.add(stream_id)
@@ -157,14 +169,15 @@ class Delivery:
                 self._held.pop(stream_id, None)
 
     async def _deliver(self, taken: Taken) -> None:
-        message = self._message(taken)
-        bucket = Bucket(self._keys.pace(message.channel), self._keys.cooldown(message.channel), self._keys.cooldown_all)
+        message, shown = await self._prepare(taken)
+        channel = taken.entry.channel  # the pace is the configured channel's, whatever id a reply names
+        bucket = Bucket(self._keys.pace(channel), self._keys.cooldown(channel), self._keys.cooldown_all)
         while True:
             if self._sink.paced:  # the console is not Slack: nothing to pace there
                 await self._pacer.wait_for_slot(bucket)
             started = time.perf_counter()
             try:
-                await self._sink.post(message)
+                posted = await self._sink.post(message)
             except RateLimited as exc:
                 self._metrics.deliveries.labels("rate_limited").inc()
                 await self._pacer.cool_down(bucket, exc.retry_after)
@@ -183,21 +196,64 @@ class Delivery:
                 return
             finally:
                 self._metrics.slack_seconds.observe(time.perf_counter() - started)
-            await self._settle(taken)
+            await self._settle(taken, posted=posted, shown=shown)
             return
 
-    def _message(self, taken: Taken) -> Message:
+    async def _prepare(self, taken: Taken) -> tuple[Message, int]:
+        """The message of an entry, and the version of its alert's record it shows (0: none)."""
         entry = taken.entry
         if isinstance(entry, DigestEntry):
-            return digest_message(entry)
-        return event_message(entry.channel, {**entry.event, "category": entry.category})
+            return digest_message(entry), 0
+        event = {**entry.event, "category": entry.category}
+        if entry.reply:
+            self._metrics.replies.inc()
+            return await self._resolution(entry, event), 0
+        record = (
+            await until_answered("reading a record", read_record, self._store, entry.record) if entry.record else None
+        )
+        if record is None or record.fields.get("id") != entry.id:  # not an alert, or its record is gone
+            return event_message(entry.channel, event, MessageState(button=MUTE if self._buttons else "")), 0
+        return event_message(entry.channel, event, record.state(self._buttons)), record.version
 
-    async def _settle(self, taken: Taken, dead_reason: str | None = None) -> None:
+    async def _resolution(self, entry: EventEntry, event: dict[str, Any]) -> Message:
+        """A resolution's reply, in the thread of its alert's message once that is posted.
+
+        While the alert's post is still in the outbox (any replica may hold it),
+        the reply waits for it; if it will never be posted (gone, dead-lettered,
+        or not within ``claim_idle``), or the sink cannot thread, the resolution
+        is a message of its own.
+        """
+        give_up = time.monotonic() + self._settings.claim_idle / 1000
+        while self._sink.edits:
+            record = await until_answered("reading a record", read_record, self._store, entry.record)
+            posted = record.posted if record else None
+            if posted is not None:
+                return reply_message(posted.channel_id, posted.ts, event)
+            stream_id = record.fields.get("entry", "") if record else ""
+            waiting = bool(stream_id) and await until_answered("looking for a post", self._group.holds, stream_id)
+            if not waiting or time.monotonic() > give_up:
+                break
+            await asyncio.sleep(REPLY_POLL)
+        return reply_message(entry.channel, None, event)
+
+    async def _settle(
+        self, taken: Taken, dead_reason: str | None = None, posted: Posted | None = None, shown: int = 0
+    ) -> None:
         fields = taken.fields if dead_reason else None
         if dead_reason:
             log.error("dead-lettered %s: %s", taken.entry.id, dead_reason)
+        record = taken.entry.record if isinstance(taken.entry, EventEntry) and shown else ""
         acked = await until_answered(
-            "recording a delivery", self._group.settle, taken.stream_id, taken.entry.id, dead_reason, fields
+            "recording a delivery",
+            self._group.settle,
+            taken.stream_id,
+            taken.entry.id,
+            dead_reason,
+            fields,
+            posted,
+            shown,
+            record,
+            self._sink.edits,
         )
         if dead_reason and not acked:
             return  # another replica settled it meanwhile: nothing was dead-lettered

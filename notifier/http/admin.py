@@ -1,6 +1,6 @@
-"""The operator's endpoints: stats, limits, dead letters.
+"""The operator's endpoints: stats and dead letters (limits: ``limits.py``).
 
-``GET /v1/stats`` and ``GET /v1/limits`` read the fleet's shared state;
+``GET /v1/stats`` reads the fleet's shared totals;
 ``GET /v1/dead`` lists dead letters and ``POST /v1/dead/requeue`` moves all of
 them, or the given ``{"ids": [...]}`` (event ids), back into the outbox.
 """
@@ -12,16 +12,12 @@ from typing import Any
 
 from aiohttp import web
 
-from ..admission.limiter import rule_args
 from ..policy import GLOBAL
-from ..rules import Rule
 from ..store.client import as_text
 from ..store.keys import Stat
 from .answers import ApiError, json_response
 from .auth import check_token
 from .state import GATEWAY, Gateway
-
-MAX_CATEGORIES_SHOWN = 1000
 
 
 async def get_stats(request: web.Request) -> web.StreamResponse:
@@ -49,39 +45,6 @@ async def stats_view(gateway: Gateway) -> dict[str, Any]:
         "delivered_again": counts.get(Stat.DELIVERED_AGAIN, 0),
         "dead_lettered": counts.get(Stat.DEAD_LETTERED, 0),
     }
-
-
-def _rule_view(rule: Rule, reply: list[Any]) -> dict[str, Any]:
-    used, free_us, oldest_us = (int(v) for v in reply)
-    return {
-        "rule": rule.text,
-        "limit": rule.count,
-        "used": used,
-        "remaining": max(0, rule.count - used),
-        "available_in": round(free_us / 1e6, 3),
-        "next_free_in": round(oldest_us / 1e6, 3),
-    }
-
-
-async def get_limits(request: web.Request) -> web.StreamResponse:
-    return json_response(await limits_view(request.app[GATEWAY]))
-
-
-async def limits_view(gateway: Gateway) -> dict[str, Any]:
-    """Per level and rule: used, remaining, when a slot is available and when the next one frees.
-
-    ``available_in`` is 0 while the rule has room; ``next_free_in`` is when the
-    oldest entry in its window leaves.
-    """
-    store, keys, policy = gateway.store, gateway.keys, gateway.admission.limiter.policy
-    seen = {as_text(c) for c in await store.call(store.redis.smembers, keys.categories)}
-    categories = sorted(seen | set(policy.categories or ()) | set(policy.category_rules))[:MAX_CATEGORIES_SHOWN]
-    levels = list(policy.levels(categories))
-    key_names = [keys.global_log] + [keys.category_log(c) for c in categories]
-    args = [a for _, rules in levels for a in rule_args(rules)]
-    replies = iter(await store.run(gateway.scripts.limits, key_names, args))
-    views = {name: [_rule_view(rule, next(replies)) for rule in rules] for name, rules in levels}
-    return {"global": views.pop(GLOBAL), "categories": views}
 
 
 async def get_dead(request: web.Request) -> web.StreamResponse:

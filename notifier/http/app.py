@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -10,8 +12,10 @@ from aiohttp import web
 from ..admission.admit import Admission
 from ..admission.fallback import Fallback
 from ..admission.limiter import Limiter
+from ..admission.overrides import WATCH_EVERY, Overrides
 from ..delivery.dead_letters import DeadLetters
 from ..delivery.worker import Delivery
+from ..errors import StoreUnavailable
 from ..metrics import Metrics
 from ..policy import Policy
 from ..settings import Settings
@@ -19,7 +23,9 @@ from ..slack.sinks import make_sink
 from ..store.client import connect
 from ..store.keys import Keys
 from ..store.scripts import Scripts
-from . import admin, ops
+from ..tasks import cancel_and_wait, every
+from . import admin, limits, ops
+from .actions import post_action
 from .alertmanager import post_alertmanager
 from .answers import answers_errors, no_route
 from .events import post_event
@@ -34,18 +40,27 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
     store = connect(settings.redis_url, settings.redis_cluster, settings.redis_timeout / 1000)
     keys, scripts = Keys(settings.key_prefix), Scripts(store.redis)
     metrics.watch_store(store)
-    limiter = Limiter(store, scripts, keys, settings, Policy.from_settings(settings))
-    fallback = (
-        Fallback(settings, store, scripts, keys, metrics.registry, limiter)
-        if settings.on_store_error == "fail_open"
-        else None
-    )
-    admission = Admission(limiter, fallback, metrics.decisions)
-    app[GATEWAY] = Gateway(settings, store, keys, scripts, admission, DeadLetters(store, scripts, keys), metrics)
     async with aiohttp.ClientSession() as session:
-        delivery = Delivery(store, scripts, keys, settings, make_sink(settings, session), metrics)
+        sink = make_sink(settings, session)
+        defaults = Policy.from_settings(settings)
+        limiter = Limiter(store, scripts, keys, settings, defaults, edits=sink.edits)
+        overrides = Overrides(store, scripts, keys, defaults, limiter)
+        with contextlib.suppress(StoreUnavailable):  # else the watch reads them once the store answers
+            await overrides.refresh()
+        fallback = (
+            Fallback(settings, store, scripts, keys, metrics.registry, limiter)
+            if settings.on_store_error == "fail_open"
+            else None
+        )
+        admission = Admission(limiter, fallback, metrics.decisions)
+        app[GATEWAY] = Gateway(
+            settings, store, keys, scripts, admission, overrides, DeadLetters(store, scripts, keys), metrics
+        )
+        watch = asyncio.create_task(every("watching overrides", lambda: WATCH_EVERY, overrides.watch))
+        delivery = Delivery(store, scripts, keys, settings, sink, metrics)
         await delivery.start()
         yield
+        await cancel_and_wait([watch])
         await delivery.stop()
         await limiter.flush()
         if fallback:
@@ -62,7 +77,10 @@ def create_app(settings: Settings) -> web.Application:
         web.post("/v1/events", post_event),
         web.post("/v1/alertmanager", post_alertmanager),
         web.get("/v1/stats", admin.get_stats),
-        web.get("/v1/limits", admin.get_limits),
+        web.get("/v1/limits", limits.get_limits),
+        web.put("/v1/limits/{level}", limits.put_limit),
+        web.delete("/v1/limits/{level}", limits.delete_limit),
+        web.post("/v1/slack/actions", post_action),
         web.get("/v1/dead", admin.get_dead),
         web.post("/v1/dead/requeue", admin.post_requeue),
         web.get("/healthz", ops.healthz),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from ..admission.admit import Admission
+from ..admission.overrides import Overrides
 from ..delivery.dead_letters import DeadLetters
 from ..metrics import Metrics
 from ..settings import Settings
@@ -24,6 +25,7 @@ class Gateway:
     keys: Keys
     scripts: Scripts
     admission: Admission
+    overrides: Overrides
     dead_letters: DeadLetters
     metrics: Metrics
 

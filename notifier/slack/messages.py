@@ -11,6 +11,8 @@ whatever the input: https://api.slack.com/reference/block-kit/blocks
 
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,9 +104,95 @@ def fit_text(text: str) -> str:
     return text if len(text) <= MESSAGE_TEXT else text[: MESSAGE_TEXT - 1] + "…"
 
 
-def event_message(channel: str, event: dict[str, Any]) -> Message:
-    """A readable message for one event: title, text, severity and fields."""
-    return Message(channel, event_text(event), event_blocks(event)[:BLOCKS])
+@dataclass(frozen=True)
+class MessageState:
+    """What an event's message shows beyond the event: repeats, resolution, a mute, a button."""
+
+    seen: int = 1  # times the alert was seen, the first event included
+    last_us: int = 0  # when it was last seen (store clock, us)
+    resolved: bool = False
+    banner: str = ""  # e.g. "Muted db until 14:05 UTC by <@U1>" (already escaped)
+    button: str = ""  # "mute", "unmute" or "" (no actions on the message)
+    record: str = ""  # the record a click on the button refers to
+
+
+MUTE, UNMUTE = "mute", "unmute"
+MUTE_FOR = "1h"
+STATE = "notifier-state-"  # the block_id prefix of the blocks a message's state adds
+
+
+def event_message(channel: str, event: dict[str, Any], state: MessageState | None = None) -> Message:
+    """A readable message for one event: title, text, severity, fields, and its state if any."""
+    state = state or MessageState()
+    blocks, text = event_blocks(event), event_text(event)
+    if state.resolved:
+        blocks.insert(0, section(":white_check_mark: *Resolved*"))
+        text = "Resolved: " + text
+    text = fit_text("\n".join([text, *state_lines(state)]))
+    return Message(channel, text, blocks[: BLOCKS - 3] + state_blocks(state, str(event["category"])))
+
+
+def state_lines(state: MessageState) -> list[str]:
+    """What changed since the message was posted: repeats, and a banner (a mute)."""
+    lines = []
+    if state.seen > 1:
+        lines.append(
+            f"Seen {state.seen} times, last at {time.strftime('%H:%M:%S UTC', time.gmtime(state.last_us / 1e6))}"
+        )
+    if state.banner:
+        lines.append(state.banner)
+    return lines
+
+
+def state_blocks(state: MessageState, category: str) -> list[Block]:
+    """The blocks the gateway adds after a message's own: its state, and the button.
+
+    Their ``block_id`` marks them as the gateway's, so a message Slack sends back
+    with a click can be told apart from what was added (see :func:`is_state_block`).
+    """
+    blocks = [{**context(line), "block_id": f"{STATE}{i}"} for i, line in enumerate(state_lines(state))]
+    if state.button:
+        blocks.append({**button_block(state.button, category, state.record), "block_id": f"{STATE}actions"})
+    return blocks
+
+
+def is_state_block(block: Block) -> bool:
+    """True for a block :func:`state_blocks` added."""
+    return str(block.get("block_id", "")).startswith(STATE)
+
+
+def button_block(action: str, category: str, record: str) -> Block:
+    """An actions block with the mute (or unmute) button of ``category``."""
+    label = f"Mute {category} for {MUTE_FOR}" if action == MUTE else f"Unmute {category}"
+    return {
+        "type": "actions",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": action,
+                "text": {"type": "plain_text", "text": fit_plain(label, 75)},
+                "value": json.dumps({"category": category, "record": record}),
+                **({"style": "danger"} if action == MUTE else {}),
+            }
+        ],
+    }
+
+
+def fit_plain(text: str, limit: int) -> str:
+    """Plain text (no escaping) cut to ``limit`` characters."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def reply_message(channel: str, thread_ts: str | None, event: dict[str, Any]) -> Message:
+    """An alert's resolution, as a reply in the thread of its message (or on its own)."""
+    text = fit_text(f":white_check_mark: Resolved: {event_text(event)}")
+    return Message(channel, text, [section(":white_check_mark: *Resolved*"), *event_blocks(event)][:BLOCKS], thread_ts)
+
+
+def edited_message(channel: str, base: list[Block], text: str, state: MessageState, category: str) -> Message:
+    """A message clicked in Slack, as it was (``base``, its own state blocks removed) with its new state."""
+    text = fit_text("\n".join([text, *state_lines(state)]))
+    return Message(channel, text, base[: BLOCKS - 3] + state_blocks(state, category))
 
 
 def digest_message(entry: DigestEntry) -> Message:

@@ -24,6 +24,7 @@ class Keys:
         self.cooldown_all = base + "cooldown:*"
         self.overrides = base + "overrides"
         self.overrides_version = base + "overrides:version"
+        self.override_keys = [self.overrides, self.overrides_version]
         self.edits = base + "edits"
         self.edits_claimed = base + "edits:claimed"
         self.update_pace = base + "pace:*update"

@@ -7,7 +7,7 @@ from typing import Any
 
 from redis.commands.core import AsyncScript
 
-NAMES = ("admit", "pace", "settle", "digest", "limits", "requeue", "restore")
+NAMES = ("admit", "pace", "settle", "digest", "limits", "requeue", "restore", "override", "edits", "mark")
 
 
 def script_dir() -> Path:
@@ -26,6 +26,9 @@ class Scripts:
     limits: AsyncScript
     requeue: AsyncScript
     restore: AsyncScript
+    override: AsyncScript
+    edits: AsyncScript
+    mark: AsyncScript
 
     def __init__(self, client: Any) -> None:
         folder = script_dir()

@@ -10,8 +10,6 @@ import sys
 import pytest
 from helpers import Gateway
 
-from notifier.settings import load_settings
-
 
 @pytest.fixture
 def gateway(redis_url, tmp_path):
@@ -47,7 +45,7 @@ def test_status_fails_clearly_without_a_gateway():
 
     from notifier.terminal import show
 
-    assert show(f"http://127.0.0.1:{free_port()}", load_settings()) == 1
+    assert show(f"http://127.0.0.1:{free_port()}", None) == 1
 
 
 def test_grafana_dashboard_uses_only_exported_metrics(gateway):

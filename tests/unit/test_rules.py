@@ -2,7 +2,7 @@
 
 import pytest
 
-from notifier.admission.limiter import rule_args
+from notifier.admission.batch import rule_args
 from notifier.rules import format_duration, parse_duration_ms, parse_rules
 
 

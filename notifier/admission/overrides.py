@@ -1,0 +1,123 @@
+"""Run-time overrides: put and removed for the whole fleet, in force on every replica within a second.
+
+An override lives in the shared store (``lua/override.lua``), so it holds for
+every replica and survives their restarts. Each replica keeps a policy snapshot
+with the overrides in force and reads it again when the store's override
+version changes (checked every ``WATCH_EVERY``) or an override lapses. The
+admission script also checks the version and the first lapse of the snapshot a
+call was built under, and decides nothing under an old one: so once a change is
+answered, no event anywhere is decided under the old rules, and a replica's
+"level is full" knowledge never outlives the override it was learned under.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import StoreUnavailable
+from ..policy import Override, Policy
+from ..rules import Rules, parse_rules, rules_text
+from ..store.client import Store, as_text
+from ..store.keys import Keys
+from ..store.scripts import Scripts
+from .limiter import Limiter
+
+log = logging.getLogger(__name__)
+
+WATCH_EVERY = 0.25  # seconds between two reads of the override version
+CLOCK_EVERY = 5.0  # seconds between two samples of the store's clock
+
+
+class Overrides:
+    """The fleet's overrides, and this replica's policy snapshot kept in step with them."""
+
+    def __init__(self, store: Store, scripts: Scripts, keys: Keys, defaults: Policy, limiter: Limiter) -> None:
+        self._store, self._scripts, self._keys = store, scripts, keys
+        self._defaults, self._limiter = defaults, limiter
+        self._clock_at = 0.0
+        limiter.reload = self.refresh
+
+    async def load(self) -> Policy:
+        """The defaults with the overrides in force now, as the store has them."""
+        redis = self._store.redis
+        raw = await self._store.call(redis.hgetall, self._keys.overrides)
+        version = await self._store.call(redis.get, self._keys.overrides_version)
+        now_us = await self._store.server_time_us(self._keys.overrides)
+        overrides = {}
+        for level, value in raw.items():
+            override = _read(as_text(level), as_text(value))
+            if override is not None and (override.until_us is None or override.until_us > now_us):
+                overrides[override.level] = override
+        return self._defaults.with_overrides(overrides, int(version or 0))
+
+    async def refresh(self) -> None:
+        """Read the overrides again and swap the snapshot if anything changed."""
+        policy = await self.load()
+        current = self._limiter.policy
+        if policy.version != current.version or policy.overrides != current.overrides:
+            self._limiter.policy = policy
+            log.info("limits now in force: %s", _describe(policy.overrides) or "the settings' own")
+
+    async def watch(self) -> None:
+        """One step of the watch: the version changed, or an override lapsed, means read again."""
+        monotonic = time.monotonic()
+        if monotonic - self._clock_at > CLOCK_EVERY:
+            await self._store.sync_clock(self._keys.overrides)
+            self._clock_at = monotonic
+        version = await self._store.call(self._store.redis.get, self._keys.overrides_version)
+        policy = self._limiter.policy
+        lapse = policy.earliest_until_us
+        if int(version or 0) != policy.version or (lapse and self._store.store_time_us(monotonic) >= lapse):
+            await self.refresh()
+
+    async def put(self, level: str, rules: Rules, for_ms: int | None, by: str) -> Override:
+        """Override ``level`` with ``rules`` (for ``for_ms``, else until removed); in force at once here."""
+        until, _ = await self._store.run(
+            self._scripts.override, self._keys.override_keys, ["put", level, rules_text(rules), for_ms or 0, by]
+        )
+        override = Override(level, rules, int(as_text(until)) if as_text(until) else None, by)
+        log.info(
+            "override of %s by %s: %s%s",
+            level,
+            by,
+            rules_text(rules),
+            f" until {_when(override.until_us)}" if override.until_us else " until removed",
+        )
+        await self._refresh_now()
+        return override
+
+    async def delete(self, level: str, by: str) -> bool:
+        """Remove the override of ``level``; False when none was in force."""
+        removed, _ = await self._store.run(self._scripts.override, self._keys.override_keys, ["delete", level])
+        if int(removed):
+            log.info("override of %s removed by %s", level, by)
+            await self._refresh_now()
+        return bool(int(removed))
+
+    async def _refresh_now(self) -> None:
+        try:
+            await self.refresh()
+        except StoreUnavailable as exc:  # the watch will read it within a second
+            log.warning("could not read the overrides again: %s", exc)
+
+
+def _read(level: str, value: str) -> Override | None:
+    try:
+        body: Mapping[str, Any] = json.loads(value)
+        until = str(body.get("until") or "")
+        return Override(level, parse_rules(str(body["rules"])), int(until) if until else None, str(body.get("by", "")))
+    except (ValueError, KeyError, TypeError):
+        log.error("override of %s cannot be read, ignored: %r", level, value[:200])
+        return None
+
+
+def _when(until_us: int | None) -> str:
+    return "never" if until_us is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until_us / 1e6))
+
+
+def _describe(overrides: Mapping[str, Override]) -> str:
+    return ", ".join(f"{o.level}={rules_text(o.rules)} until {_when(o.until_us)}" for o in overrides.values())

@@ -1,0 +1,172 @@
+"""Edits of posted messages: an alert's repeats and resolution, a mute from Slack.
+
+Each message that needs an edit is one entry of a queue in the store
+(``lua/edits.lua``), so edits coalesce: however often an alert repeats while its
+edit waits, one edit shows its latest state. Every replica's edits take a slot
+of one budget in the store (``NOTIFIER_UPDATE_RATE``, a leaky bucket like a
+channel's pace), because Slack limits ``chat.update`` per workspace; a 429 on an
+edit stops every replica's edits for its ``Retry-After``. A message Slack no
+longer knows is dropped (counted), never retried.
+
+The message is rendered from its record when the edit is made:
+an alert's record holds its first event and what changed since (repeats,
+resolution, a mute banner); a message clicked in Slack has a record of its own,
+made from the message as Slack showed it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import MessageGone, Permanent, RateLimited, Transient
+from ..metrics import Metrics
+from ..outbox import EventEntry, decode
+from ..rules import Rule
+from ..slack.messages import MUTE, Message, MessageState, edited_message, event_message
+from ..slack.sinks import Posted, Sink
+from ..store.client import Store, as_text
+from ..store.keys import Keys
+from ..store.scripts import Scripts
+from ..tasks import until_answered
+from .pacing import Bucket, Pacer
+
+log = logging.getLogger(__name__)
+
+POLL = 0.25  # seconds between two looks at an empty queue
+LEASE_MS = 30_000  # how long a claimed edit is this replica's (a Slack call times out after 10 s)
+RETRY_MS = 2_000  # a failed edit (5xx, timeout) is tried again after this, and up to 30 s
+
+
+@dataclass(frozen=True)
+class Record:
+    """A message's record, as read from the store."""
+
+    key: str
+    fields: Mapping[str, str]
+
+    @property
+    def posted(self) -> Posted | None:
+        """Where the message is in Slack, once it was posted."""
+        cid, ts = self.fields.get("cid"), self.fields.get("ts")
+        return Posted(cid, ts) if cid and ts else None
+
+    @property
+    def version(self) -> int:
+        return int(self.fields.get("ver", 0))
+
+    @property
+    def event_entry(self) -> EventEntry | None:
+        """The alert's first event (None for a record of a clicked message)."""
+        entry = decode(self.fields) if "e" in self.fields else None
+        return entry if isinstance(entry, EventEntry) else None
+
+    def state(self, buttons: bool) -> MessageState:
+        """Repeats, resolution and banner, and the button the message should carry."""
+        fields = self.fields
+        button = fields.get("button") or (MUTE if buttons else "")
+        return MessageState(
+            seen=int(fields.get("n", 1)),
+            last_us=int(fields.get("last", 0)),
+            resolved=fields.get("resolved") == "1",
+            banner=fields.get("banner", ""),
+            button=button if buttons else "",
+            record=self.key if "e" in fields else "",
+        )
+
+    def message(self, buttons: bool) -> Message | None:
+        """The message as it should read now, or None when the record cannot say."""
+        posted, entry = self.posted, self.event_entry
+        if posted is None:
+            return None
+        if entry is not None:
+            return event_message(posted.channel_id, {**entry.event, "category": entry.category}, self.state(buttons))
+        base = json.loads(self.fields.get("base", "[]"))
+        category = self.fields.get("category", "")
+        return edited_message(posted.channel_id, base, self.fields.get("text", ""), self.state(True), category)
+
+
+async def read_record(store: Store, key: str) -> Record | None:
+    """The record at ``key``, or None when it is gone (expired with its window)."""
+    raw = await store.call(store.redis.hgetall, key)
+    return Record(key, {as_text(k): as_text(v) for k, v in raw.items()}) if raw else None
+
+
+class Editor:
+    """Makes the edits that are due, within the fleet's edit budget."""
+
+    def __init__(
+        self, store: Store, scripts: Scripts, keys: Keys, update_rate: Rule, sink: Sink, metrics: Metrics, buttons: bool
+    ) -> None:
+        self._store, self._scripts, self._keys = store, scripts, keys
+        self._sink, self._metrics, self._buttons = sink, metrics, buttons
+        self._pacer = Pacer(store, scripts, update_rate)
+        self._bucket = Bucket(keys.update_pace, keys.update_cooldown, keys.cooldown_all)
+        self._failures: dict[str, int] = {}
+
+    async def run(self) -> None:
+        """Edit whatever is due, forever."""
+        while True:
+            if not await until_answered("looking for edits", self._any_due):
+                await asyncio.sleep(POLL)
+                continue
+            if self._sink.paced:
+                self._metrics.edit_wait.observe(await self._pacer.wait_for_slot(self._bucket))
+            key = await until_answered("claiming an edit", self._claim)
+            if key is not None:
+                await self._edit(key)
+
+    async def _any_due(self) -> bool:
+        if not self._store.clock_known:
+            await self._store.sync_clock(self._keys.edits)
+        now_us = self._store.store_time_us(time.monotonic())
+        return bool(await self._store.call(self._store.redis.zcount, self._keys.edits, "-inf", now_us))
+
+    async def _claim(self) -> str | None:
+        key = await self._store.run(
+            self._scripts.edits, [self._keys.edits, self._keys.edits_claimed], ["claim", LEASE_MS]
+        )
+        return as_text(key) if key else None
+
+    async def _edit(self, key: str) -> None:
+        record = await until_answered("reading a record", read_record, self._store, key)
+        message = record.message(self._buttons) if record else None
+        if record is None or message is None or record.posted is None:
+            await self._done(key, "drop")
+            return
+        try:
+            await self._sink.update(record.posted, message)
+        except RateLimited as exc:
+            self._metrics.edits.labels("rate_limited").inc()
+            await self._pacer.cool_down(self._bucket, exc.retry_after)
+            await self._done(key, "retry", 0)
+        except MessageGone as exc:
+            self._metrics.edits.labels("gone").inc()
+            log.warning("edit of %s dropped: Slack no longer knows the message (%s)", key, exc)
+            await self._done(key, "drop")
+        except Transient as exc:
+            self._metrics.edits.labels("failed").inc()
+            attempts = self._failures[key] = self._failures.get(key, 0) + 1
+            log.warning("edit of %s failed (%s); trying again", key, exc)
+            await self._done(key, "retry", random.uniform(0, min(30_000, RETRY_MS * 2**attempts)))
+        except Permanent as exc:
+            self._metrics.edits.labels("refused").inc()
+            log.error("edit of %s refused by Slack: %s", key, exc)
+            await self._done(key, "drop")
+        else:
+            self._metrics.edits.labels("edited").inc()
+            self._failures.pop(key, None)
+            await self._done(key, "shown", record.version)
+
+    async def _done(self, key: str, outcome: str, value: float = 0) -> None:
+        keys = [self._keys.edits, self._keys.edits_claimed, key]
+        await until_answered(
+            "recording an edit", self._store.run, self._scripts.edits, keys, ["done", outcome, int(value)]
+        )
+        if outcome != "retry":
+            self._failures.pop(key, None)

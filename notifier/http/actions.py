@@ -1,0 +1,133 @@
+"""``POST /v1/slack/actions``: the mute and unmute buttons of Slack messages.
+
+Slack posts a click as ``application/x-www-form-urlencoded`` with a ``payload``
+field holding a ``block_actions`` JSON, signed with the app's signing secret.
+slack-sdk's ``SignatureVerifier`` checks the signature and refuses a timestamp
+more than 5 minutes away: ``401``, nothing changes. A request it cannot read or
+an action it does not know is ``400``. A valid click answers ``200`` at once:
+the mute (or unmute) is an override like ``PUT /v1/limits`` (who clicked is its
+author), and the clicked message is edited through the fleet's edit budget to
+say who muted what until when, with the button that lifts it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any, NamedTuple
+from urllib.parse import parse_qs
+
+from aiohttp import web
+from slack_sdk.signature import SignatureVerifier
+
+from ..rules import parse_duration_ms, parse_rules
+from ..settings import CATEGORY_PATTERN
+from ..slack.messages import MUTE, MUTE_FOR, UNMUTE, escape, is_state_block
+from .answers import ApiError, json_response
+from .state import GATEWAY, Gateway
+
+_CATEGORY = re.compile(CATEGORY_PATTERN)
+_SLACK_ID = re.compile(r"^[A-Z0-9]{1,32}$")  # users, channels: only these characters reach a message
+_TS = re.compile(r"^\d{1,12}\.\d{1,9}$")
+MESSAGE_RECORD_MS = 7 * 86_400_000  # how long a clicked message's record is kept for further clicks
+
+
+class Click(NamedTuple):
+    """One button click, as read from Slack's payload."""
+
+    action: str  # "mute" or "unmute"
+    category: str
+    record: str  # the alert's record, "" for another message
+    user: str
+    channel_id: str
+    ts: str
+    message: dict[str, Any]  # the message as Slack showed it
+
+
+async def post_action(request: web.Request) -> web.StreamResponse:
+    gateway = request.app[GATEWAY]
+    secret = gateway.settings.slack_signing_secret
+    if not secret or not gateway.settings.slack_bot_token:
+        raise ApiError(404, "Slack actions need NOTIFIER_SLACK_SIGNING_SECRET and NOTIFIER_SLACK_BOT_TOKEN")
+    raw = await request.read()
+    if not _signed(
+        secret, raw, request.headers.get("X-Slack-Request-Timestamp"), request.headers.get("X-Slack-Signature")
+    ):
+        raise ApiError(401, "bad or stale Slack signature")
+    click = read_click(raw, gateway)
+    banner = await (_mute(gateway, click) if click.action == MUTE else _unmute(gateway, click))
+    await _mark(gateway, click, banner)
+    return json_response({"status": "ok", "action": click.action, "category": click.category})
+
+
+def _signed(secret: str, raw: bytes, timestamp: str | None, signature: str | None) -> bool:
+    try:
+        return SignatureVerifier(secret).is_valid(raw, timestamp, signature)
+    except ValueError:  # a timestamp that is not a number
+        return False
+
+
+def read_click(raw: bytes, gateway: Gateway) -> Click:
+    """The click in Slack's request, or a 400 saying what cannot be read."""
+    try:
+        payload = json.loads(parse_qs(raw.decode(), strict_parsing=True)["payload"][0])
+        action = payload["actions"][0]
+        value = json.loads(action["value"])
+        click = Click(
+            str(action["action_id"]),
+            str(value["category"]),
+            str(value.get("record") or ""),
+            str(payload["user"]["id"]),
+            str(payload["container"]["channel_id"]),
+            str(payload["container"]["message_ts"]),
+            payload.get("message") or {},
+        )
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise ApiError(400, f"not a Slack block_actions request: {type(exc).__name__}") from exc
+    if payload.get("type") != "block_actions" or click.action not in (MUTE, UNMUTE):
+        raise ApiError(400, f"unknown action {click.action!r}")
+    if not (
+        _CATEGORY.match(click.category)
+        and _SLACK_ID.match(click.user)
+        and _SLACK_ID.match(click.channel_id)
+        and _TS.match(click.ts)
+        and isinstance(click.message, dict)
+    ):
+        raise ApiError(400, "the action names no valid category, user, channel or message")
+    if click.record and not click.record.startswith(gateway.keys.base + "alert:"):
+        raise ApiError(400, "the action names no alert of this gateway")
+    return click
+
+
+async def _mute(gateway: Gateway, click: Click) -> str:
+    for_ms = parse_duration_ms(MUTE_FOR)
+    override = await gateway.overrides.put(
+        click.category, parse_rules(f"0/{MUTE_FOR}"), for_ms, f"slack:<@{click.user}>"
+    )
+    gateway.metrics.overrides.labels("put", "slack").inc()
+    until = time.strftime("%H:%M UTC", time.gmtime((override.until_us or 0) / 1e6))
+    return f"Muted {escape(click.category)} until {until} by <@{click.user}>"
+
+
+async def _unmute(gateway: Gateway, click: Click) -> str:
+    if await gateway.overrides.delete(click.category, f"slack:<@{click.user}>"):
+        gateway.metrics.overrides.labels("delete", "slack").inc()
+    return f"Unmuted {escape(click.category)} by <@{click.user}>"
+
+
+async def _mark(gateway: Gateway, click: Click, banner: str) -> None:
+    """Queue the edit of the clicked message: the banner, and the button that undoes the click."""
+    button = UNMUTE if click.action == MUTE else MUTE
+    keys_, scripts, store = gateway.keys, gateway.scripts, gateway.store
+    common = [banner, button, click.channel_id, click.ts]
+    if click.record and await store.run(scripts.mark, [click.record, keys_.edits], [*common, "", "", "", ""]):
+        return
+    own = [b for b in click.message.get("blocks") or [] if isinstance(b, dict) and not is_state_block(b)]
+    base = json.dumps([{k: v for k, v in b.items() if k != "block_id"} for b in own])
+    text = str(click.message.get("text", "")).split("\n")[0]  # its first line: the event, not its state
+    await store.run(
+        scripts.mark,
+        [keys_.message(click.channel_id, click.ts), keys_.edits],
+        [*common, base, text, click.category, MESSAGE_RECORD_MS],
+    )
