@@ -13,6 +13,7 @@ from prometheus_client.utils import floatToGoString
 
 from .models import Outcome
 
+OTHER = "(other)"  # the label of categories past the cap: no category can have this name
 ADMISSION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 
 
@@ -22,20 +23,45 @@ class Decisions(Collector):
     Every request of an alert storm is counted here, so this is the cheap path:
     a dict and a list, no locks (one event loop), turned into Prometheus
     samples only when ``/metrics`` is scraped.
+
+    Categories come from clients: past ``max_categories`` label values (None: no
+    cap, ``NOTIFIER_CATEGORIES`` bounds them), the rest are counted under
+    ``(other)``, so the totals stay exact and the scrape stays bounded.
     """
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, max_categories: int | None = None) -> None:
         self.events: dict[tuple[str, Outcome, str], int] = {}  # (category, outcome, level) -> events
+        self.classes: dict[tuple[str, Outcome, str], int] = {}  # (class, outcome, level) -> events
         self.buckets = [0] * (len(ADMISSION_BUCKETS) + 1)  # the last one is +Inf
         self.seconds = 0.0
+        self._named: set[str] = set()
+        self._cap = max_categories
         registry.register(self)
+
+    def label(self, category: str) -> str:
+        """The label value of ``category``: itself, or ``(other)`` past the cap."""
+        if category in self._named:
+            return category
+        if self._cap is None or len(self._named) < self._cap:
+            self._named.add(category)
+            return category
+        return OTHER
 
     def count(self, category: str, outcome: Outcome, level: str, seconds: float) -> None:
         """Count one decided event and the time it took to decide."""
         key = (category, outcome, level)
-        self.events[key] = self.events.get(key, 0) + 1  # a plain dict: half a Counter's cost
+        count = self.events.get(key)  # a plain dict: half a Counter's cost
+        if count is None:  # a new label set: within the cap?
+            key = (self.label(category), outcome, level)
+            count = self.events.get(key, 0)
+        self.events[key] = count + 1
         self.buckets[bisect.bisect_left(ADMISSION_BUCKETS, seconds)] += 1
         self.seconds += seconds
+
+    def count_class(self, name: str, outcome: Outcome, level: str) -> None:
+        """Count one decided event of a class of the global level (``none`` for no class)."""
+        key = (name, outcome, level)
+        self.classes[key] = self.classes.get(key, 0) + 1
 
     def collect(self) -> Iterator[Metric]:
         events = CounterMetricFamily(
@@ -44,17 +70,31 @@ class Decisions(Collector):
             "(accepted, dropped_global, dropped_category; shadow_* in shadow mode)",
             labels=["category", "outcome"],
         )
-        # A duplicate is neither admitted nor dropped: the contract keeps it out of notifier_events.
-        duplicates = CounterMetricFamily(
-            "notifier_duplicates", "Events answered as duplicates of an admitted one, by category", labels=["category"]
-        )
+        # A duplicate or a resolution is neither admitted nor dropped: the contract keeps them
+        # out of notifier_events.
+        apart = {
+            Outcome.DUPLICATE: CounterMetricFamily(
+                "notifier_duplicates",
+                "Events answered as duplicates of an admitted one, by category",
+                labels=["category"],
+            ),
+            Outcome.RESOLVED: CounterMetricFamily(
+                "notifier_resolved", "Resolutions of admitted alerts (no limit spent), by category", labels=["category"]
+            ),
+        }
         for (category, outcome, level), count in sorted(self.events.items()):
-            if outcome is Outcome.DUPLICATE:
-                duplicates.add_metric([category], count)
+            if outcome in apart:
+                apart[outcome].add_metric([category], count)
             else:
                 events.add_metric([category, outcome_label(outcome, level)], count)
-        yield events
-        yield duplicates
+        classes = CounterMetricFamily(
+            "notifier_class_events",
+            "Events decided, by class of the global level (a reserve's category, critical, or none) and outcome",
+            labels=["class", "outcome"],
+        )
+        for (name, outcome, level), count in sorted(self.classes.items()):
+            classes.add_metric([name, outcome_label(outcome, level)], count)
+        yield from (events, *apart.values(), classes)
         cumulative, total = [], 0
         for bound, count in zip((*map(floatToGoString, ADMISSION_BUCKETS), "+Inf"), self.buckets, strict=True):
             total += count
@@ -67,9 +107,9 @@ class Decisions(Collector):
 class Metrics:
     """Every metric the gateway exports on ``/metrics``."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_categories: int | None = None) -> None:
         self.registry = r = CollectorRegistry()
-        self.decisions = Decisions(r)
+        self.decisions = Decisions(r, max_categories)
         self.rejected = Counter(
             "notifier_requests_rejected", "Requests refused before any decision, by HTTP status", ["status"], registry=r
         )

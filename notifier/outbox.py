@@ -4,7 +4,7 @@ A stream entry has one field, ``e``, holding the entry as JSON (a dead letter ha
 ``reason`` too). ``admit.lua`` and ``restore.lua`` write event entries exactly as
 :func:`encode_event` made them; ``digest.lua`` writes digest entries itself, in
 the shape :func:`decode` reads (``{"k": "digest", "id", "ch", "counts": [[category,
-n], ...], "more": [categories, n], "total", "since", "until"}``, times as strings
+n], ...], "more": [categories, n], "unnamed", "total", "since", "until"}``, times as strings
 of microseconds, because Lua's JSON writer keeps only 14 digits of a number).
 """
 
@@ -43,6 +43,7 @@ class DigestEntry:
     more_categories: int  # categories not named in ``counts``
     more_count: int  # their drops
     total: int
+    unnamed: int  # drops of categories past the cap, never named (NOTIFIER_MAX_CATEGORIES)
     since_us: int
     until_us: int
 
@@ -80,6 +81,7 @@ def decode(fields: Mapping[Any, Any]) -> Entry:
             int(more_categories),
             int(more_count),
             int(body["total"]),
+            int(body.get("unnamed", 0)),
             int(body["since"]),
             int(body["until"]),
         )

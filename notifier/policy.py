@@ -141,6 +141,11 @@ class Policy:
             return self._critical
         return self._by_category.get(category, 0)
 
+    def class_name(self, category: str, severity: str) -> str:
+        """The name of the event's class: ``critical``, its category, or ``none``."""
+        index = self.class_of(category, severity)
+        return self.reserves[index - 1].name if index else "none"
+
     def levels(self, categories: list[str]) -> Iterator[tuple[str, Rules]]:
         """``global`` and each of ``categories`` with the rules in force."""
         yield GLOBAL, self.rules_for(GLOBAL)

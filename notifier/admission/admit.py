@@ -35,4 +35,9 @@ class Admission:
                     raise
                 decision = self.fallback.admit(event, self.limiter.policy)
         self._decisions.count(event.category, decision.outcome, decision.level, time.perf_counter() - started)
+        policy = self.limiter.policy
+        if policy.reserves:
+            self._decisions.count_class(
+                policy.class_name(event.category, event.severity), decision.outcome, decision.level
+            )
         return decision

@@ -27,9 +27,10 @@ import uuid
 from collections import deque
 from typing import NamedTuple
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import Counter
 
 from ..errors import StoreUnavailable
+from ..metrics import Metrics
 from ..models import Decision, Event, Outcome
 from ..outbox import EventEntry, encode_event
 from ..policy import GLOBAL, Policy
@@ -103,16 +104,12 @@ class Fallback:
     """The fail_open limiter and the queue of events it admitted."""
 
     def __init__(
-        self,
-        settings: Settings,
-        store: Store,
-        scripts: Scripts,
-        keys: Keys,
-        registry: CollectorRegistry,
-        limiter: Limiter,
+        self, settings: Settings, store: Store, scripts: Scripts, keys: Keys, metrics: Metrics, limiter: Limiter
     ) -> None:
         self._store, self._scripts, self._keys, self._limiter = store, scripts, keys, limiter
         self._replicas = settings.replicas
+        self._cap = 0 if settings.categories is not None else settings.max_categories
+        self._label = metrics.decisions.label
         self._windows: dict[str, LocalWindow] = {}
         self._held: deque[Held] = deque()
         self._task: asyncio.Task[None] | None = None
@@ -120,7 +117,7 @@ class Fallback:
             "notifier_fail_open",
             "Events decided locally while the store was unreachable (NOTIFIER_ON_STORE_ERROR=fail_open), by outcome",
             ["category", "outcome"],
-            registry=registry,
+            registry=metrics.registry,
         )
 
     @property
@@ -142,7 +139,7 @@ class Fallback:
                 if category_wait > global_wait
                 else (GLOBAL, global_wait, global_rule)
             )
-            self.decisions.labels(event.category, f"dropped_{level}").inc()
+            self.decisions.labels(self._label(event.category), f"dropped_{level}").inc()
             self._limiter.count_refusal(event.category, level)
             return Decision(Outcome.DROPPED, "", level, rule, retry_seconds(wait))
         global_window.add(now)
@@ -155,7 +152,7 @@ class Fallback:
             time.time(),
         )
         self._held.append(Held(entry, int(time.time() * 1e6)))
-        self.decisions.labels(event.category, "accepted").inc()
+        self.decisions.labels(self._label(event.category), "accepted").inc()
         self._wake()
         return Decision(Outcome.ACCEPTED, entry.id)
 
@@ -194,24 +191,14 @@ class Fallback:
         return moved
 
     async def _hand_over(self, held: Held) -> None:
-        entry, policy = held.entry, self._limiter.policy
-        keys = [
-            self._keys.global_log,
-            self._keys.category_log(entry.category),
-            self._keys.outbox,
-            self._keys.stats,
-            self._keys.categories,
-        ]
-        args = [
-            entry.id,
-            entry.category,
-            held.admitted_us,
-            encode_event(entry),
-            longest_ms(policy.rules_for(GLOBAL)),
-            longest_ms(policy.rules_for(entry.category)),
-            0,
-        ]
-        await self._store.run(self._scripts.restore, keys, args)
+        entry, policy, keys = held.entry, self._limiter.policy, self._keys
+        names = [keys.global_log, keys.category_log(entry.category), keys.outbox, keys.stats, keys.categories]
+        if policy.reserves:  # every admitted event is in the log of its class, or of no class
+            index = policy.class_of(entry.category, str(entry.event.get("severity", "info")))
+            names.append(keys.class_log(policy.reserves[index - 1].class_id if index else "none"))
+        global_ms, category_ms = longest_ms(policy.rules_for(GLOBAL)), longest_ms(policy.rules_for(entry.category))
+        args = [entry.id, entry.category, held.admitted_us, encode_event(entry), global_ms, category_ms, self._cap]
+        await self._store.run(self._scripts.restore, names, args)
 
     async def close(self) -> None:
         """Stop the drain loop after a last attempt; report what could not be handed over."""

@@ -31,5 +31,5 @@ class Digests:
         for channel in map(as_text, due):
             keys = [self._keys.digest_due, self._keys.suppressed(channel), self._keys.outbox]
             args = [channel, "digest-" + uuid.uuid4().hex, NAMED]
-            claimed += bool(await self._store.run(self._scripts.digest, keys, args))
+            claimed += int(await self._store.run(self._scripts.digest, keys, args)) > 0
         return claimed

@@ -116,6 +116,9 @@ class Delivery:
             except StoreUnavailable as exc:
                 log.warning("store unavailable while reading the outbox: %s", exc)
                 await asyncio.sleep(0.5 + random.uniform(0, 0.5))
+                # A read the store served while its reply was lost left entries pending under
+                # this replica's name that it never saw: read its own pending entries again first.
+                resume_from = "0"
                 continue
             if resume_from is not None:
                 resume_from = entries[-1][0] if len(entries) == READ_COUNT else None

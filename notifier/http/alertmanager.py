@@ -9,6 +9,7 @@ duplicates).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from typing import Any
 
@@ -76,7 +77,12 @@ def category_of(alert: Alert, label: str) -> str:
 
 
 def to_event(alert: Alert, label: str) -> Event:
-    """One event per alert; a retried or repeated notification keeps the same dedup key."""
+    """One event per alert; its firing and resolved notifications share one dedup key.
+
+    The key is the alert's fingerprint and ``startsAt`` (a new firing of the same
+    alert starts a new key); the alert's status becomes the event's, so a
+    resolution follows the alert lifecycle (a reply in its message's thread).
+    """
     name = alert.labels.get("alertname", "alert")
     instance = alert.labels.get("instance")
     parts = [f"[{alert.status.upper()}] {name}" + (f" on {instance}" if instance else "")]
@@ -87,13 +93,16 @@ def to_event(alert: Alert, label: str) -> Event:
         if k not in ("alertname", "instance") and k and len(k) <= 100
     }
     identity = alert.fingerprint or "|".join(f"{k}={v}" for k, v in sorted(alert.labels.items()))
+    if len(identity) > 150:  # the dedup key has room for 200 characters: a long identity is hashed
+        identity = hashlib.sha256(identity.encode()).hexdigest()[:32]
     return Event(
         category=category_of(alert, label),
         text="\n".join(parts)[:3000],
         title=f"{name} {alert.status}"[:150],
         severity=_SEVERITIES.get(alert.labels.get("severity", "").lower(), "warning"),
         fields=dict(list(fields.items())[:20]),
-        dedup_key=f"am:{identity}:{alert.status}:{normal_time(alert.startsAt)}"[:200],
+        dedup_key=f"am:{identity}:{normal_time(alert.startsAt)}",
+        status="resolved" if alert.status == "resolved" else "firing",
     )
 
 

@@ -48,7 +48,7 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
         with contextlib.suppress(StoreUnavailable):  # else the watch reads them once the store answers
             await overrides.refresh()
         fallback = (
-            Fallback(settings, store, scripts, keys, metrics.registry, limiter)
+            Fallback(settings, store, scripts, keys, metrics, limiter)
             if settings.on_store_error == "fail_open"
             else None
         )
@@ -71,7 +71,7 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
 def create_app(settings: Settings) -> web.Application:
     """The gateway as an aiohttp application."""
     app = web.Application(client_max_size=MAX_BODY)
-    app[SETTINGS], app[METRICS] = settings, Metrics()
+    app[SETTINGS], app[METRICS] = settings, Metrics(None if settings.categories else settings.max_categories)
     app.cleanup_ctx.append(gateway_ctx)
     routes = [
         web.post("/v1/events", post_event),

@@ -1,9 +1,9 @@
-"""``GET /openapi.json``: the API described from the same pydantic models that validate it.
+"""``GET /openapi.json``: every route, described from the same pydantic models that validate it.
 
-Request and answer bodies come from the models (``models.Event``, ``Accepted``,
-``Duplicate``, ``Dropped``, ``Problem``, the Alertmanager payload and the
-answer models below), so the schema cannot drift from the validation. Only the
-routing (paths, statuses, headers) is written here.
+Request and answer bodies come from models (``models.Event`` and the answers,
+the Alertmanager payload, ``limits.OverrideRequest`` and the answer models
+below), so the schema cannot drift from the validation. Only the routing
+(paths, statuses, headers) is written here.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from .. import __version__
-from ..models import Accepted, Dropped, Duplicate, Event, Problem
+from ..models import Accepted, Dropped, Duplicate, Event, Problem, Resolved
 from .alertmanager import Payload
+from .limits import OverrideRequest
 
 REF = "#/components/schemas/{model}"
 Doc = dict[str, Any]
@@ -37,7 +38,7 @@ class CategoryCounts(BaseModel):
 
 
 class Stats(BaseModel):
-    """``GET /v1/stats``: totals shared by all replicas."""
+    """``GET /v1/stats``: totals shared by all replicas; past the category cap, ``(other)`` sums the rest."""
 
     model_config = ConfigDict(extra="allow")
     accepted: int = Field(ge=0)
@@ -47,7 +48,7 @@ class Stats(BaseModel):
 
 
 class RuleUse(BaseModel):
-    """One rule of one level in ``GET /v1/limits``."""
+    """One rule of one level in ``GET /v1/limits`` (global rules add ``shared`` and ``reserves``)."""
 
     model_config = ConfigDict(extra="allow")
     rule: str
@@ -58,12 +59,31 @@ class RuleUse(BaseModel):
     next_free_in: float
 
 
+class OverrideInForce(BaseModel):
+    """An override: its rules, when it lapses (unix seconds, null = until removed), who set it."""
+
+    model_config = ConfigDict(extra="allow")
+    rules: str
+    until: float | None
+    by: str
+
+
 class Limits(BaseModel):
-    """``GET /v1/limits``: per level and rule, how much is used."""
+    """``GET /v1/limits``: per level and rule, how much is used; the overrides in force."""
 
     model_config = ConfigDict(extra="allow")
     global_: list[RuleUse] = Field(alias="global")
     categories: dict[str, list[RuleUse]]
+    overrides: dict[str, OverrideInForce]
+
+
+class OverrideAnswer(BaseModel):
+    """``PUT``/``DELETE /v1/limits/{level}``: the rules now in force for the level."""
+
+    level: str
+    rules: str
+    until: float | None
+    by: str | None = None
 
 
 class AlertOutcome(BaseModel):
@@ -73,7 +93,7 @@ class AlertOutcome(BaseModel):
     """
 
     model_config = ConfigDict(extra="allow")
-    status: Literal["accepted", "duplicate", "dropped", "rejected"]
+    status: Literal["accepted", "duplicate", "dropped", "resolved", "rejected"]
     category: str
     fingerprint: str
 
@@ -85,6 +105,44 @@ class AlertmanagerAnswer(BaseModel):
     results: list[AlertOutcome]
 
 
+class DeadLetter(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    category: str
+    channel: str
+    reason: str
+    dead_id: str
+    dead_at_ms: int
+
+
+class DeadLetters(BaseModel):
+    """``GET /v1/dead``: the oldest dead letters and the fleet's delivery counters."""
+
+    count: int = Field(ge=0)
+    entries: list[DeadLetter]
+    counters: dict[str, int]
+
+
+class RequeueRequest(BaseModel):
+    """``POST /v1/dead/requeue``: no body (or no ``ids``) requeues every dead letter."""
+
+    model_config = ConfigDict(extra="allow")
+    ids: list[str] | None = Field(None, min_length=1)
+
+
+class Requeued(BaseModel):
+    status: Literal["requeued"]
+    count: int = Field(ge=0)
+    ids: list[str]
+
+
+class ActionAnswer(BaseModel):
+    """``POST /v1/slack/actions``: the click was applied."""
+
+    model_config = ConfigDict(extra="allow")
+    status: Literal["ok"]
+
+
 class Health(BaseModel):
     """``/healthz`` and ``/readyz``."""
 
@@ -92,22 +150,38 @@ class Health(BaseModel):
     status: str
 
 
-MODELS = (Event, Accepted, Duplicate, Dropped, Problem, Payload, Stats, Limits, AlertmanagerAnswer, Health)
+REQUESTS = (Event, Payload, OverrideRequest, RequeueRequest)
+ANSWERS = (
+    Accepted,
+    Resolved,
+    Duplicate,
+    Dropped,
+    Problem,
+    Stats,
+    Limits,
+    OverrideAnswer,
+    AlertmanagerAnswer,
+    DeadLetters,
+    Requeued,
+    ActionAnswer,
+    Health,
+)
 
 
 def _schemas() -> Doc:
-    _, top = models_json_schema(
-        [(m, "validation" if m in (Event, Payload) else "serialization") for m in MODELS], ref_template=REF
-    )
+    models = [(m, "validation") for m in REQUESTS] + [(m, "serialization") for m in ANSWERS]
+    _, top = models_json_schema(models, ref_template=REF)  # type: ignore[arg-type]
     schemas: Doc = top["$defs"]
     return schemas
 
 
-def _json(model: type[BaseModel], description: str, headers: Doc | None = None) -> Doc:
-    answer: Doc = {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": REF.format(model=model.__name__)}}},
-    }
+def _ref(*models: type[BaseModel]) -> Doc:
+    refs = [{"$ref": REF.format(model=m.__name__)} for m in models]
+    return refs[0] if len(refs) == 1 else {"oneOf": refs}
+
+
+def _json(description: str, *models: type[BaseModel], headers: Doc | None = None) -> Doc:
+    answer: Doc = {"description": description, "content": {"application/json": {"schema": _ref(*models)}}}
     if headers:
         answer["headers"] = headers
     return answer
@@ -120,38 +194,148 @@ RETRY_AFTER = {
         "schema": {"type": "string", "pattern": "^[0-9]+$"},
     }
 }
+UNAVAILABLE = {"503": _json("store unreachable; nothing was counted", Problem, headers=RETRY_AFTER)}
 REFUSED = {
-    "400": _json(Problem, "not JSON (or not UTF-8, NaN, nested too deeply)"),
-    "401": _json(Problem, "missing or wrong bearer token"),
-    "413": _json(Problem, "body over 64 KiB"),
-    "415": _json(Problem, "not application/json"),
-    "422": _json(Problem, "fields invalid; details name them"),
-    "503": _json(Problem, "store unreachable; nothing was counted", RETRY_AFTER),
+    "400": _json("not JSON (or not UTF-8, NaN, nested too deeply)", Problem),
+    "401": _json("missing or wrong bearer token", Problem),
+    "413": _json("body over 64 KiB", Problem),
+    "415": _json("not application/json", Problem),
+    "422": _json("fields invalid; details name them", Problem),
+    **UNAVAILABLE,
 }
+TOKEN: list[Doc] = [{}, {"bearer": []}]  # open unless NOTIFIER_API_TOKENS is set
 
 
-def _post(model: type[BaseModel], summary: str, answers: Doc) -> Doc:
+def _body(model: type[BaseModel], required: bool = True) -> Doc:
+    return {"required": required, "content": {"application/json": {"schema": _ref(model)}}}
+
+
+def _post(model: type[BaseModel], summary: str, answers: Doc, required: bool = True) -> Doc:
     return {
-        "post": {
-            "summary": summary,
-            "security": [{}, {"bearer": []}],
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": {"$ref": REF.format(model=model.__name__)}}},
-            },
-            "responses": {**answers, **REFUSED},
-        }
+        "summary": summary,
+        "security": TOKEN,
+        "requestBody": _body(model, required),
+        "responses": {**answers, **REFUSED},
     }
 
 
 def _get(model: type[BaseModel], summary: str, extra: Doc | None = None) -> Doc:
-    return {"get": {"summary": summary, "responses": {"200": _json(model, summary), **(extra or {})}}}
+    return {"get": {"summary": summary, "responses": {"200": _json(summary, model), **(extra or {})}}}
+
+
+def _limits_paths() -> Doc:
+    level = [
+        {
+            "name": "level",
+            "in": "path",
+            "required": True,
+            "description": "global, or a category",
+            "schema": {"type": "string"},
+        }
+    ]
+    changed = {"200": _json("the rules now in force", OverrideAnswer)}
+    return {
+        "/v1/limits": _get(Limits, "Use of every level and rule, and the overrides in force", UNAVAILABLE),
+        "/v1/limits/{level}": {
+            "parameters": level,
+            "put": _post(OverrideRequest, "Override a level's rules for the whole fleet", changed),
+            "delete": {
+                "summary": "Remove a level's override",
+                "security": TOKEN,
+                "responses": {
+                    **changed,
+                    "404": _json("no override is in force", Problem),
+                    "401": REFUSED["401"],
+                    "422": REFUSED["422"],
+                    **UNAVAILABLE,
+                },
+            },
+        },
+    }
+
+
+def _event_paths() -> Doc:
+    return {
+        "/v1/events": {
+            "post": _post(
+                Event,
+                "Post one event",
+                {
+                    "202": _json("admitted and queued, or the resolution of an admitted alert", Accepted, Resolved),
+                    "200": _json("its dedup_key (same status) was admitted within the category's window", Duplicate),
+                    "429": _json("not admitted; nothing counted against any level", Dropped, headers=RETRY_AFTER),
+                },
+            )
+        },
+        "/v1/alertmanager": {
+            "post": _post(
+                Payload,
+                "Alertmanager webhook (version 4)",
+                {
+                    "200": _json("one outcome per alert, even when some are dropped", AlertmanagerAnswer),
+                },
+            )
+        },
+        "/v1/slack/actions": {
+            "post": {
+                "summary": "Slack interactivity: the mute and unmute buttons (signed by Slack)",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/x-www-form-urlencoded": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {"payload": {"type": "string"}},
+                                "required": ["payload"],
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _json("applied", ActionAnswer),
+                    "400": _json("unreadable", Problem),
+                    "401": _json("bad or stale signature", Problem),
+                    "404": _json("Slack actions are not configured", Problem),
+                    **UNAVAILABLE,
+                },
+            }
+        },
+    }
+
+
+def _ops_paths() -> Doc:
+    text = {"description": "Prometheus text", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    return {
+        "/v1/stats": _get(Stats, "Totals shared by all replicas", UNAVAILABLE),
+        "/v1/dead": _get(DeadLetters, "Dead letters and delivery counters", UNAVAILABLE),
+        "/v1/dead/requeue": {
+            "post": _post(
+                RequeueRequest,
+                "Move dead letters back into the outbox",
+                {"200": _json("requeued", Requeued)},
+                required=False,
+            )
+        },
+        "/healthz": _get(Health, "The process serves"),
+        "/readyz": _get(Health, "The store answers", {"503": _json("store unreachable", Problem)}),
+        "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": text}}},
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "responses": {
+                    "200": {
+                        "description": "OpenAPI 3.1",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    }
+                },
+            }
+        },
+    }
 
 
 @lru_cache(maxsize=1)
 def spec() -> Doc:
     """The OpenAPI 3.1 document of the gateway."""
-    unavailable = {"503": _json(Problem, "store unreachable", RETRY_AFTER)}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -159,41 +343,20 @@ def spec() -> Doc:
             "version": __version__,
             "description": "Slack notification gateway with fleet-wide rate limits.",
         },
-        "paths": {
-            "/v1/events": _post(
-                Event,
-                "Post one event",
-                {
-                    "202": _json(Accepted, "admitted by every level and queued for delivery"),
-                    "200": _json(Duplicate, "dedup_key seen within the category's longest window"),
-                    "429": _json(Dropped, "not admitted; nothing counted against any level", RETRY_AFTER),
-                },
-            ),
-            "/v1/alertmanager": _post(
-                Payload,
-                "Alertmanager webhook (version 4)",
-                {
-                    "200": _json(AlertmanagerAnswer, "one outcome per alert, even when some are dropped"),
-                },
-            ),
-            "/v1/stats": _get(Stats, "Totals shared by all replicas", unavailable),
-            "/v1/limits": _get(Limits, "Use of every level and rule", unavailable),
-            "/healthz": _get(Health, "The process serves"),
-            "/readyz": _get(Health, "The store answers", {"503": _json(Problem, "store unreachable")}),
-        },
+        "paths": {**_event_paths(), **_limits_paths(), **_ops_paths()},
         "components": {
             "schemas": _schemas(),
             "securitySchemes": {
                 "bearer": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "required on POST when NOTIFIER_API_TOKENS is set",
+                    "description": "required on changes when NOTIFIER_API_TOKENS is set",
                 }
             },
         },
     }
 
 
-async def openapi_handler(request: web.Request) -> web.Response:
+async def openapi_handler(request: web.Request) -> web.StreamResponse:
     """Serve the OpenAPI document."""
     return web.json_response(spec())

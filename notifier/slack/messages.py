@@ -199,7 +199,8 @@ def digest_message(entry: DigestEntry) -> Message:
     """``Suppressed N notifications in the last 5m: db 40, web 12, and 312 more categories: 4120``.
 
     Categories are named, largest first, as long as the text stays within one
-    section; the rest are summed up. ``N`` is always the exact total.
+    section; the rest are summed up (with the drops of categories past
+    ``NOTIFIER_MAX_CATEGORIES``, which have no name). ``N`` is always the exact total.
     """
     noun = "notification" if entry.total == 1 else "notifications"
     span = format_duration(max(1000, round((entry.until_us - entry.since_us) / 1e6) * 1000))
@@ -214,10 +215,18 @@ def digest_message(entry: DigestEntry) -> Message:
             break
         named.append(part)
         used += len(part) + 2
-    if more_categories:
-        named.append(f"and {more_categories} more {'category' if more_categories == 1 else 'categories'}: {more_count}")
-    text = head + ", ".join(named)
+    tail = _rest(more_categories, more_count, entry.unnamed)
+    text = head + ", ".join(named + ([tail] if tail else []))
     return Message(entry.channel, text, [section(text)])
+
+
+def _rest(categories: int, count: int, unnamed: int) -> str:
+    """``and 312 more categories: 4120``, with the unnamed drops (past the cap) counted in."""
+    if not categories and not unnamed:
+        return ""
+    some = f"{categories} more {'category' if categories == 1 else 'categories'}" if categories else ""
+    others = "other categories" if not categories else f"{some} and others"
+    return f"and {others if unnamed else some}: {count + unnamed}"
 
 
 _TAIL_ROOM = 60  # room kept in a digest for "and N more categories: M"
