@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import errno
 import logging
+import socket
 import sys
 from collections.abc import Callable
 
@@ -82,6 +82,12 @@ def serve_forever(settings: Settings) -> int:
 
     from .http.app import create_app  # the server's imports are paid only by `serve`
 
+    try:  # bound before anything starts: a port in use is one line, not a half-started gateway
+        sock = _listen(settings.host, settings.port)
+    except OSError as exc:
+        return _fail(
+            f"cannot listen on {settings.host}:{settings.port} (NOTIFIER_HOST/NOTIFIER_PORT): {exc.strerror or exc}"
+        )
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         import uvloop
@@ -89,20 +95,20 @@ def serve_forever(settings: Settings) -> int:
         loop = asyncio.new_event_loop()
     else:
         loop = uvloop.new_event_loop()
-    try:
-        web.run_app(
-            create_app(settings),
-            host=settings.host,
-            port=settings.port,
-            loop=loop,
-            access_log=None,
-            shutdown_timeout=10,
-            print=log.info,
-        )
-    except OSError as exc:
-        if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
-            return _fail(
-                f"cannot listen on {settings.host}:{settings.port} (NOTIFIER_HOST/NOTIFIER_PORT): {exc.strerror}"
-            )
-        raise
+    web.run_app(create_app(settings), sock=sock, loop=loop, access_log=None, shutdown_timeout=10, print=log.info)
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[
+        0
+    ]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1024)
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -185,8 +185,9 @@ def unknown_variables(env_file: str | None = None, environ: Mapping[str, str] | 
         lines = Path(env_file).read_text(errors="replace").splitlines()
         given |= {line.split("=", 1)[0].strip() for line in lines if line.strip().startswith(ENV_PREFIX)}
     warnings = []
-    for name in sorted(given - known):
-        close = difflib.get_close_matches(name, sorted(known), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
+    suffixes = sorted(name.removeprefix(ENV_PREFIX) for name in known)
+    for name in sorted(given - known):  # the shared prefix would make every name look close
+        close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), suffixes, n=1)
+        hint = f" (did you mean {ENV_PREFIX}{close[0]}?)" if close else ""
         warnings.append(f"unknown setting {name} is ignored{hint}")
     return warnings

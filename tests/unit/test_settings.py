@@ -1,5 +1,6 @@
 """Settings from the environment and env files; a bad value names its variable."""
 
+import socket
 import subprocess
 import sys
 
@@ -7,7 +8,7 @@ import pytest
 
 from notifier.errors import SettingsError
 from notifier.policy import Policy
-from notifier.settings import load_settings
+from notifier.settings import load_settings, unknown_variables
 
 
 @pytest.fixture(autouse=True)
@@ -80,6 +81,16 @@ def test_example_file_lists_every_setting_and_loads():
         ("NOTIFIER_DIGEST_INTERVAL", "soon"),
         ("NOTIFIER_CATEGORIES", "ok,not ok"),
         ("NOTIFIER_KEY_PREFIX", "a{b}"),
+        ("NOTIFIER_REDIS_URL", "http://x"),
+        ("NOTIFIER_LOG_LEVEL", "verbose"),
+        ("NOTIFIER_CLAIM_IDLE", "0"),
+        ("NOTIFIER_REDIS_TIMEOUT", "0"),
+        ("NOTIFIER_UPDATE_RATE", "0/1m"),
+        ("NOTIFIER_MAX_CATEGORIES", "0"),
+        ("NOTIFIER_CRITICAL_RESERVE", "5"),
+        ("NOTIFIER_CRITICAL_RESERVE", "101%"),
+        ("NOTIFIER_CATEGORY_RESERVES", '{"payments": "10.55%"}'),
+        ("NOTIFIER_CATEGORY_RESERVES", '{"a": "60%", "b": "41%"}'),
     ],
 )
 def test_bad_value_names_the_variable(monkeypatch, name, value):
@@ -89,11 +100,70 @@ def test_bad_value_names_the_variable(monkeypatch, name, value):
     assert str(info.value).startswith(f"invalid setting {name}:")
 
 
-def test_bad_setting_stops_startup_with_one_line(monkeypatch):
-    env = {"NOTIFIER_GLOBAL_LIMIT": "100 per hour", "PATH": "/usr/bin:/bin"}
-    done = subprocess.run(
-        [sys.executable, "-m", "notifier", "serve"], env=env, capture_output=True, text=True, timeout=60
+def test_reserves_together_and_against_the_category_list(monkeypatch):
+    monkeypatch.setenv("NOTIFIER_CATEGORY_RESERVES", '{"a": "60%"}')
+    monkeypatch.setenv("NOTIFIER_CRITICAL_RESERVE", "40.5%")
+    with pytest.raises(SettingsError, match=r"NOTIFIER_CATEGORY_RESERVES: reserves add up to 100\.5%"):
+        load_settings()
+    monkeypatch.setenv("NOTIFIER_CRITICAL_RESERVE", "40%")
+    assert load_settings().critical_reserve == 40  # exactly 100% is allowed
+    monkeypatch.setenv("NOTIFIER_CATEGORIES", "b,c")
+    with pytest.raises(SettingsError, match="reserve for 'a', which NOTIFIER_CATEGORIES excludes"):
+        load_settings()
+
+
+def serve(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``notifier serve`` with only ``env``, as a newcomer starts it; it must stop on its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "notifier", "serve", *args],
+        env={"PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
-    assert done.returncode == 2
+
+
+@pytest.mark.parametrize(
+    "env,args,names",
+    [
+        ({"NOTIFIER_GLOBAL_LIMIT": "100 per hour"}, (), "NOTIFIER_GLOBAL_LIMIT"),
+        ({"NOTIFIER_REDIS_URL": "http://x"}, (), "NOTIFIER_REDIS_URL"),
+        ({"NOTIFIER_LOG_LEVEL": "verbose"}, (), "NOTIFIER_LOG_LEVEL"),
+        ({"NOTIFIER_CLAIM_IDLE": "0"}, (), "NOTIFIER_CLAIM_IDLE"),
+        ({"NOTIFIER_REDIS_TIMEOUT": "0"}, (), "NOTIFIER_REDIS_TIMEOUT"),
+        (
+            {"NOTIFIER_CATEGORY_RESERVES": '{"a": "70%"}', "NOTIFIER_CRITICAL_RESERVE": "31%"},
+            (),
+            "NOTIFIER_CATEGORY_RESERVES",
+        ),
+        ({}, ("--env-file", "/nonexistent.env"), "/nonexistent.env"),
+        ({"NOTIFIER_HOST": "nonexistent.invalid"}, (), "nonexistent.invalid:8080"),
+    ],
+)
+def test_bad_start_is_one_line_naming_what_is_wrong(env, args, names):
+    done = serve(env, *args)
+    assert done.returncode == 2, done
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "NOTIFIER_GLOBAL_LIMIT" in lines[0]
+    assert len(lines) == 1 and names in lines[0] and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_port_in_use_is_one_line_naming_the_port():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = serve({"NOTIFIER_PORT": str(port)})
+    assert done.returncode == 2 and done.stderr.strip() == (
+        f"notifier: cannot listen on 127.0.0.1:{port} (NOTIFIER_HOST/NOTIFIER_PORT): Address already in use"
+    )
+
+
+def test_an_unknown_setting_is_named_with_the_closest_known_one(tmp_path):
+    env_file = tmp_path / "gw.env"
+    env_file.write_text("NOTIFIER_DIGEST_INTERVALL=1m\n")
+    warnings = unknown_variables(str(env_file), {"NOTIFIER_GLOBAL_LIMITS": "5/1m", "NOTIFIER_ZZZ": "1", "HOME": "/"})
+    assert warnings == [
+        "unknown setting NOTIFIER_DIGEST_INTERVALL is ignored (did you mean NOTIFIER_DIGEST_INTERVAL?)",
+        "unknown setting NOTIFIER_GLOBAL_LIMITS is ignored (did you mean NOTIFIER_GLOBAL_LIMIT?)",
+        "unknown setting NOTIFIER_ZZZ is ignored",
+    ]
