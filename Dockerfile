@@ -2,7 +2,7 @@ FROM python:3.11-slim
 
 RUN useradd --create-home --uid 10001 notifier
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY notifier ./notifier
 COPY lua ./lua
 RUN pip install --no-cache-dir . && rm -rf /src

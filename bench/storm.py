@@ -70,12 +70,12 @@ def _answers(url: str) -> bool:
 
 
 def saturate(gateway: Gateway) -> None:
-    """Post until the global limit refuses, so the storm meets full levels."""
-    for n in range(10_000):
-        status, body, _ = gateway.post({"category": CATEGORIES[n % 20], "text": "prefill"})
-        if status == 429 and body.get("limit") == "global":
+    """Post until every category is refused, so the storm meets full levels (reserves included)."""
+    for _ in range(500):
+        refused = [gateway.post({"category": c, "text": "prefill", "severity": "error"})[0] == 429 for c in CATEGORIES]
+        if all(refused):
             return
-    raise AssertionError("global limit never filled")
+    raise AssertionError("the levels never filled")
 
 
 def evalsha_stats(client: redis.Redis) -> tuple[int, int]:
@@ -96,14 +96,13 @@ def process_cpu(pid: int) -> float:
 
 
 def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args) -> dict:
-    """Alternate gateway and baseline rounds; collect rates, CPU per request, Redis cost per decision."""
-    rates = {"gateway": [], "baseline": []}
-    cpu_us = {"gateway": [], "baseline": []}
-    calls = usec = decisions = refused = 0
-    cpu = 0.0
+    """Alternate the servers' rounds; collect rates, CPU per request, Redis cost per decision."""
+    rates = {name: [] for name in servers}
+    cpu_us = {name: [] for name in servers}
+    redis_cost = {name: dict(calls=0, usec=0, decisions=0, refused=0, cpu=0.0) for name in servers}
     names = list(servers)
     for round_ in range(args.rounds):
-        # ABBA order: a load drifting over the run favours neither server.
+        # ABBA order: a load drifting over the run favours no server.
         for name in names if round_ % 2 == 0 else names[::-1]:
             url, pid = servers[name]
             before, cpu0, own0 = evalsha_stats(client), redis_cpu(client), process_cpu(pid)
@@ -115,17 +114,20 @@ def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args)
                 f"  {name:8} {rate:9.0f} req/s  {cpu_us[name][-1]:6.1f} us CPU/request  ({non2xx} of {total} not 2xx)",
                 flush=True,
             )
-            if name == "gateway":
-                calls += after[0] - before[0]
-                usec += after[1] - before[1]
-                decisions += total
-                refused += non2xx
-                cpu += cpu1 - cpu0
-    return dict(rates=rates, cpu_us=cpu_us, calls=calls, usec=usec, decisions=decisions, refused=refused, cpu=cpu)
+            cost = redis_cost[name]
+            cost["calls"] += after[0] - before[0]
+            cost["usec"] += after[1] - before[1]
+            cost["decisions"] += total
+            cost["refused"] += non2xx
+            cost["cpu"] += cpu1 - cpu0
+    return dict(rates=rates, cpu_us=cpu_us, redis=redis_cost)
 
 
-async def script_vs_ping(url: str, prefix: str, limit: str, n: int) -> dict:
-    """Latency of admit.lua with a batch of 1 (as built by the Limiter) vs PING, sequentially."""
+async def script_vs_ping(url: str, prefix: str, limit: str, n: int, prefill: int = 1, **extra: str) -> dict:
+    """Latency of admit.lua with a batch of 1 (as built by the Limiter) vs PING, sequentially.
+
+    The first ``limit``'s worth of events fill the levels before the timing starts.
+    """
     from builders import build_limiter
 
     from notifier.admission.batch import Pending
@@ -133,7 +135,7 @@ async def script_vs_ping(url: str, prefix: str, limit: str, n: int) -> dict:
     from notifier.settings import load_settings
 
     settings = load_settings(
-        redis_url=url, key_prefix=prefix, global_limit=limit, category_limit=limit, digest_interval=0
+        redis_url=url, key_prefix=prefix, global_limit=limit, category_limit=limit, digest_interval=0, **extra
     )
     limiter, store = build_limiter(settings)
     client = store.redis
@@ -151,7 +153,8 @@ async def script_vs_ping(url: str, prefix: str, limit: str, n: int) -> dict:
             ),
         ),
     ):
-        await call(0)
+        for i in range(prefill if label == "admit" else 1):
+            await call(i)  # warm up; fill the levels of a refusing run
         before = evalsha_stats(sync)
         started = time.perf_counter()
         for i in range(n):
@@ -173,6 +176,12 @@ def memory_per_event(client: redis.Redis, prefix: str) -> float:
     return total / max(1, events), events
 
 
+RESERVES = {
+    "NOTIFIER_CATEGORY_RESERVES": '{"storm-0": "10%", "storm-1": "10%", "storm-2": "10%", "storm-3": "5%"}',
+    "NOTIFIER_CRITICAL_RESERVE": "10%",
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 rounds of 2 s")
@@ -189,56 +198,76 @@ def main() -> None:
     if pin(last):
         subprocess.run(["taskset", "-pc", str(last), str(server.proc.pid)], capture_output=True)
     client = redis.Redis.from_url(server.url)
-    gateway = Gateway(
-        {"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"},
-        wrapper=pin(0),
-    ).start()
+    limits = {"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"}
+    gateway = Gateway(limits, wrapper=pin(0)).start()
+    reserves = Gateway({**limits, **RESERVES, "NOTIFIER_KEY_PREFIX": "reserves"}, wrapper=pin(0)).start()
     baseline, baseline_url = start_baseline()
     try:
         saturate(gateway)
+        saturate(reserves)
         print(
             f"storm: {args.rounds} rounds x {args.seconds:g} s, {args.connections} connections, "
-            f"20 categories; load: {os.getloadavg()[0]:.2f}",
+            f"20 categories (4 with reserves, and 10% for critical events, in 'reserves'); "
+            f"load: {os.getloadavg()[0]:.2f}",
             flush=True,
         )
-        r = storm_rounds(
-            {"gateway": (gateway.url, gateway.proc.pid), "baseline": (baseline_url, baseline.pid)}, client, args
-        )
-        gw, base = statistics.median(r["rates"]["gateway"]), statistics.median(r["rates"]["baseline"])
+        servers = {
+            "gateway": (gateway.url, gateway.proc.pid),
+            "reserves": (reserves.url, reserves.proc.pid),
+            "baseline": (baseline_url, baseline.pid),
+        }
+        r = storm_rounds(servers, client, args)
         stats = http("GET", gateway.url + "/v1/stats")[1]
-        refusing = asyncio.run(script_vs_ping(server.url, "benchfull", "1/1h", 2000))
+        refusing = asyncio.run(script_vs_ping(server.url, "benchfull", "100/1h", 2000, prefill=300))
+        refusing_reserves = asyncio.run(
+            script_vs_ping(
+                server.url,
+                "benchres",
+                "100/1h",
+                2000,
+                prefill=300,
+                category_reserves=RESERVES["NOTIFIER_CATEGORY_RESERVES"],
+                critical_reserve="10%",
+            )
+        )
         admitting = asyncio.run(script_vs_ping(server.url, "benchopen", "1000000/1h", 5000))
         mem, tracked = memory_per_event(client, "benchopen")
     finally:
         gateway.stop()
+        reserves.stop()
         baseline.terminate()
         baseline.wait(10)
         server.stop()
-    print(f"\ngateway   {gw:9.0f} req/s (median)   baseline {base:9.0f} req/s (median)")
+    report(r, stats, refusing, refusing_reserves, admitting, mem, tracked, args)
+
+
+def report(
+    r: dict, stats: dict, refusing: dict, refusing_reserves: dict, admitting: dict, mem: float, tracked: int, args
+) -> None:
+    base = statistics.median(r["rates"]["baseline"])
+    print(f"\nbaseline  {base:9.0f} req/s (median)")
+    for name in ("gateway", "reserves"):
+        rate = statistics.median(r["rates"][name])
+        per_round = statistics.median(g / b for g, b in zip(r["rates"][name], r["rates"]["baseline"], strict=True))
+        cpu, base_cpu = statistics.median(r["cpu_us"][name]), statistics.median(r["cpu_us"]["baseline"])
+        cost = r["redis"][name]
+        print(
+            f"{name:9} {rate:9.0f} req/s (median), ratio {rate / base:.2f} (median of per-round ratios "
+            f"{per_round:.2f}); CPU {cpu:.1f} us/request vs {base_cpu:.1f}"
+        )
+        print(
+            f"          {cost['decisions'] / (args.rounds * args.seconds):.0f} decisions/s, "
+            f"{cost['refused'] / max(1, cost['decisions']):.1%} refused, {cost['calls']} EVALSHA "
+            f"({cost['decisions'] / max(1, cost['calls']):.0f} decisions per call), "
+            f"{cost['usec'] / max(1, cost['decisions']):.3f} us script time and "
+            f"{cost['cpu'] / max(1, cost['decisions']) * 1e6:.2f} us Redis CPU per decision"
+        )
+    print(f"stats     dropped={stats.get('dropped')} (gateway)")
     print(
-        f"ratio     {gw / base:9.2f}   (median of per-round ratios: "
-        f"{statistics.median(g / b for g, b in zip(r['rates']['gateway'], r['rates']['baseline'], strict=True)):.2f})"
-    )
-    gw_cpu, base_cpu = (statistics.median(r["cpu_us"][name]) for name in ("gateway", "baseline"))
-    print(
-        f"CPU       {gw_cpu:9.1f} us/request gateway, {base_cpu:.1f} us/request baseline (medians), "
-        f"ratio {base_cpu / gw_cpu:.2f}"
-    )
-    print(
-        f"decisions {r['decisions'] / (args.rounds * args.seconds):9.0f} /s during gateway rounds, "
-        f"{r['refused'] / max(1, r['decisions']):.1%} refused; stats dropped={stats.get('dropped')}"
-    )
-    print(
-        f"evalsha   {r['calls']} calls for {r['decisions']} decisions "
-        f"({r['decisions'] / max(1, r['calls']):.0f} per call), {r['usec'] / max(1, r['calls']):.1f} us/call, "
-        f"{r['usec'] / max(1, r['decisions']):.3f} us Redis script time per decision; "
-        f"Redis CPU {r['cpu'] / max(1, r['decisions']) * 1e6:.2f} us per decision"
-    )
-    print(
-        f"redis-py  PING {refusing['ping']:.0f} us, admit.lua batch of 1: refusing {refusing['admit']:.0f} us "
-        f"({refusing['usec_per_call']:.1f} us in Redis), admitting {admitting['admit']:.0f} us "
-        f"({admitting['usec_per_call']:.1f} us in Redis); sequential calls = "
-        f"{1e6 / refusing['admit']:.0f} decisions/s"
+        f"redis-py  PING {refusing['ping']:.0f} us; admit.lua batch of 1: refusing {refusing['admit']:.0f} us "
+        f"({refusing['usec_per_call']:.1f} us in Redis), refusing with reserves {refusing_reserves['admit']:.0f} us "
+        f"({refusing_reserves['usec_per_call']:.1f} us in Redis), admitting {admitting['admit']:.0f} us "
+        f"({admitting['usec_per_call']:.1f} us in Redis)"
     )
     print(f"memory    {mem:.0f} bytes per tracked event in the logs ({tracked} events)")
 

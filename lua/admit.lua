@@ -113,14 +113,11 @@ local function nth(key, window, i)
 end
 
 -- The global level, read once per call: one clock for the whole batch, so counts
--- only change by this call's own admissions, which update them.
-trim(KEYS[1], global_longest)
+-- only change by this call's own admissions, which update them. Counts read windows
+-- by score, so old entries are trimmed only where an event is added (see admit).
 local total, used, over, plain = {}, {}, {}, {}  -- per rule: all, per class, overflow, no class
 for r = 1, G do total[r] = count_in(KEYS[1], global_rules[r][2]) end
 for c = 0, K do used[c] = {} end
-if K > 0 then
-  for c = 0, K do trim(KEYS[8 + c], global_longest) end
-end
 for r = 1, G do
   over[r], plain[r] = total[r], total[r]
   if K > 0 then
@@ -215,7 +212,6 @@ local categories = {}  -- category log -> {rules, counts}: read once per call
 local function category_state(key, rules, longest)
   local state = categories[key]
   if not state then
-    trim(key, longest)
     local counts = {}
     for i = 1, #rules do counts[i] = count_in(key, rules[i][2]) end
     state = {rules = rules, counts = counts}
@@ -278,16 +274,20 @@ local function touch(rec)
   if edits and redis.call('HEXISTS', rec, 'ts') == 1 then redis.call('ZADD', KEYS[7], 'NX', int(now), rec) end
 end
 
-local function admit(e, c, state, longest)
-  redis.call('ZADD', KEYS[1], int(now), e.id)
-  redis.call('ZADD', e.cat_key, int(now), e.id)
-  redis.call('PEXPIRE', KEYS[1], math.ceil(global_longest / 1000))
-  redis.call('PEXPIRE', e.cat_key, math.ceil(longest / 1000))
-  if K > 0 then
-    local class_key = KEYS[8 + c]
-    redis.call('ZADD', class_key, int(now), e.id)
-    redis.call('PEXPIRE', class_key, math.ceil(global_longest / 1000))
+local trimmed = {}  -- logs trimmed by this call
+local function add(key, id, longest)
+  if not trimmed[key] then
+    trim(key, longest)
+    trimmed[key] = true
   end
+  redis.call('ZADD', key, int(now), id)
+  redis.call('PEXPIRE', key, math.ceil(longest / 1000))
+end
+
+local function admit(e, c, state, longest)
+  add(KEYS[1], e.id, global_longest)
+  add(e.cat_key, e.id, longest)
+  if K > 0 then add(KEYS[8 + c], e.id, global_longest) end
   for r = 1, G do
     total[r] = total[r] + 1
     if c == 0 then

@@ -59,9 +59,15 @@ Block = tuple[float, str, str]  # a level known full: (until, "global" or "categ
 
 
 def retry_seconds(wait: float) -> float:
-    """``retry_after`` of a refusal: ``wait`` rounded up to the millisecond, so never 0 and
+    """``retry_after`` of a refusal: ``wait`` (seconds) rounded up to the millisecond, so never 0 and
     never shorter than the real wait (and ``round`` costs seven times as much)."""
     return max(1, math.ceil(wait * 1000)) / 1000
+
+
+def retry_after_us(wait_us: int) -> float:
+    """``retry_after`` of a wait the script gave in microseconds: whole milliseconds, rounded up
+    in integer arithmetic (``2007000 / 1e6 * 1000`` is not 2007 in floating point)."""
+    return max(1, -(-wait_us // 1000)) / 1000
 
 
 class Limiter:
@@ -280,7 +286,7 @@ class Limiter:
             outcome = Outcome.SHADOW if result.outcome == "shadow" else Outcome.DROPPED
             self._answer(
                 item,
-                Decision(outcome, item.id, level, _rule_text(policy, category, level, rule), retry_seconds(wait / 1e6)),
+                Decision(outcome, item.id, level, _rule_text(policy, category, level, rule), retry_after_us(wait)),
             )
         else:
             self._answer(item, Decision(Outcome(result.outcome), result.id))

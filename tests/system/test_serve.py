@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -83,3 +84,34 @@ def test_wheel_ships_the_lua_scripts_and_finds_them(tmp_path):
     )
     folder, count = done.stdout.split()
     assert folder.startswith(str(target)) and int(count) == len(scripts)
+
+
+def test_sdist_carries_the_tests_and_what_they_need(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "-o", str(tmp_path), str(ROOT)], check=True, capture_output=True
+    )
+    (sdist,) = tmp_path.glob("notifier-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(tmp_path, filter="data")
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert {
+        "LICENSE",
+        "settings.example.env",
+        "tests/run",
+        "tests/conftest.py",
+        "tests/support/helpers.py",
+        "tests/support/slack_standin.py",
+        "tests/support/builders.py",
+        "lua/admit.lua",
+    } <= names
+    tracked = subprocess.run(["git", "ls-files", "tests"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert set(tracked) <= names  # every test file of the checkout
+    (unpacked,) = (p for p in tmp_path.iterdir() if p.is_dir())
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=unpacked,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and " error" not in done.stdout, done.stdout[-2000:]
