@@ -138,6 +138,25 @@ class Metrics:
         )
         self.dead_letters = Gauge("notifier_dead_letters", "Entries in the dead-letter stream", registry=r)
         self.digests = Counter("notifier_digests", "Digests of suppressed events claimed by this replica", registry=r)
+        self.global_used = Gauge(
+            "notifier_global_slots",
+            "Events in the window of each global rule (used) and its count (limit)",
+            ["rule", "state"],
+            registry=r,
+        )
+        self.shared_slots = Gauge(
+            "notifier_shared_slots",
+            "Shared slots of each global rule with reserves: "
+            "slots, and used (admissions beyond what the reserves cover)",
+            ["rule", "state"],
+            registry=r,
+        )
+        self.reserved_slots = Gauge(
+            "notifier_reserved_slots",
+            "Reserved slots of each class under each global rule: slots, and used",
+            ["rule", "class", "state"],
+            registry=r,
+        )
         self.edits = Counter(
             "notifier_edits",
             "Edits of posted messages by outcome (edited, rate_limited, failed, gone, refused)",

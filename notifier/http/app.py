@@ -33,6 +33,8 @@ from .input import MAX_BODY
 from .openapi import openapi_handler
 from .state import GATEWAY, METRICS, SETTINGS, Gateway
 
+GAUGES_EVERY = 5.0  # seconds between two reads of the global level's use for the gauges
+
 
 async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
     """Open the store, Slack session and delivery worker; close them on shutdown."""
@@ -56,11 +58,17 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
         app[GATEWAY] = Gateway(
             settings, store, keys, scripts, admission, overrides, DeadLetters(store, scripts, keys), metrics
         )
-        watch = asyncio.create_task(every("watching overrides", lambda: WATCH_EVERY, overrides.watch))
+        gateway = app[GATEWAY]
+        loops = [
+            asyncio.create_task(every("watching overrides", lambda: WATCH_EVERY, overrides.watch)),
+            asyncio.create_task(
+                every("updating level gauges", lambda: GAUGES_EVERY, lambda: limits.update_gauges(gateway))
+            ),
+        ]
         delivery = Delivery(store, scripts, keys, settings, sink, metrics)
         await delivery.start()
         yield
-        await cancel_and_wait([watch])
+        await cancel_and_wait(loops)
         await delivery.stop()
         await limiter.flush()
         if fallback:

@@ -44,19 +44,21 @@ async def get_limits(request: web.Request) -> web.StreamResponse:
     return json_response(await limits_view(request.app[GATEWAY]))
 
 
-async def limits_view(gateway: Gateway) -> dict[str, Any]:
+async def limits_view(gateway: Gateway, categories: bool = True) -> dict[str, Any]:
     """Per level and rule: used, remaining, when a slot is available and when the next one frees.
 
     ``available_in`` is 0 while the rule has room; ``next_free_in`` is when the
-    oldest entry in its window leaves.
+    oldest entry in its window leaves. With ``categories`` False, the global level only.
     """
     store, keys, policy = gateway.store, gateway.keys, gateway.admission.limiter.policy
-    seen = {as_text(c) for c in await store.call(store.redis.smembers, keys.categories)}
-    listed = seen | set(policy.categories or ()) | set(policy.category_rules) | set(policy.overrides)
-    categories = sorted(listed - {GLOBAL, "(other)"})[:MAX_CATEGORIES_SHOWN]
-    levels = list(policy.levels(categories))
+    names: list[str] = []
+    if categories:
+        seen = {as_text(c) for c in await store.call(store.redis.smembers, keys.categories)}
+        listed = seen | set(policy.categories or ()) | set(policy.category_rules) | set(policy.overrides)
+        names = sorted(listed - {GLOBAL, "(other)"})[:MAX_CATEGORIES_SHOWN]
+    levels = list(policy.levels(names))
     global_rules = levels[0][1]
-    key_names = [keys.global_log] + [keys.category_log(c) for c in categories]
+    key_names = [keys.global_log] + [keys.category_log(c) for c in names]
     key_names += [keys.class_log(reserve.class_id) for reserve in policy.reserves]
     args = [a for _, rules in levels for a in rule_args(rules)] + rule_args(global_rules) * len(policy.reserves)
     replies = iter(await store.run(gateway.scripts.limits, key_names, args))
@@ -69,6 +71,23 @@ async def limits_view(gateway: Gateway) -> dict[str, Any]:
         "categories": views,
         "overrides": {level: _override_view(o) for level, o in sorted(policy.overrides.items())},
     }
+
+
+async def update_gauges(gateway: Gateway) -> None:
+    """The global level's use as gauges, for dashboards: per rule, and per class and the shared part."""
+    metrics = gateway.metrics
+    views = (await limits_view(gateway, categories=False))["global"]
+    for gauge in (metrics.global_used, metrics.shared_slots, metrics.reserved_slots):
+        gauge.clear()  # rules and classes change with overrides: no stale series
+    for view in views:
+        metrics.global_used.labels(view["rule"], "used").set(view["used"])
+        metrics.global_used.labels(view["rule"], "limit").set(view["limit"])
+        if "shared" in view:
+            metrics.shared_slots.labels(view["rule"], "used").set(view["shared"]["used"])
+            metrics.shared_slots.labels(view["rule"], "slots").set(view["shared"]["slots"])
+        for reserve in view.get("reserves", []):
+            metrics.reserved_slots.labels(view["rule"], reserve["class"], "used").set(reserve["used"])
+            metrics.reserved_slots.labels(view["rule"], reserve["class"], "slots").set(reserve["slots"])
 
 
 def _rule_view(rule: Rule, reply: list[Any]) -> dict[str, Any]:
