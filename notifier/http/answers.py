@@ -14,6 +14,7 @@ import functools
 import json
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -26,6 +27,7 @@ from .state import METRICS
 log = logging.getLogger(__name__)
 
 STORE_RETRY_AFTER = 2  # seconds a client should wait when the store is unreachable
+LOG_EVERY = 5.0  # seconds between two log lines about 503s: in an outage there is one per request
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -63,7 +65,7 @@ def answers_errors(handler: Handler) -> Handler:
         except ApiError as exc:
             return _refused(request, exc.status, {"error": exc.error, "details": exc.details}, exc.headers)
         except StoreUnavailable as exc:
-            log.warning("store unavailable: %s", exc)
+            _log_unavailable(exc)
             return _refused(
                 request, 503, {"error": "store unavailable, try again later"}, retry_after_header(STORE_RETRY_AFTER)
             )
@@ -92,6 +94,20 @@ async def no_route(request: web.Request) -> web.StreamResponse:
     if allowed:
         raise web.HTTPMethodNotAllowed(request.method, allowed)
     raise web.HTTPNotFound()
+
+
+_unavailable = {"next": 0.0, "quiet": 0}
+
+
+def _log_unavailable(exc: StoreUnavailable) -> None:
+    """One line per ``LOG_EVERY`` seconds, with how many 503s it stands for."""
+    now = time.monotonic()
+    if now < _unavailable["next"]:
+        _unavailable["quiet"] += 1
+        return
+    more = f" (and {_unavailable['quiet']} more 503s since the last such line)" if _unavailable["quiet"] else ""
+    log.warning("store unavailable, answered 503: %s%s", exc, more)
+    _unavailable.update(next=now + LOG_EVERY, quiet=0)
 
 
 def _refused(
