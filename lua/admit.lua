@@ -316,7 +316,7 @@ local function known_alert(e)
   elseif e.mode == 2 and resolved == '1' then
     -- a repeat of the resolution: nothing changes
   elseif e.mode == 2 and fired == '1' then
-    redis.call('HSET', e.rec, 'resolved', '1', 'last', int(now))
+    redis.call('HSET', e.rec, 'resolved', '1')  -- 'last' stays the last firing event's time
     touch(e.rec)
     redis.call('XADD', KEYS[2], '*', 'e', e.reply)
     redis.call('HINCRBY', KEYS[3], 'resolved', 1)

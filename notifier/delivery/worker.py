@@ -178,6 +178,8 @@ class Delivery:
         while True:
             if self._sink.paced:  # the console is not Slack: nothing to pace there
                 await self._pacer.wait_for_slot(bucket)
+                if shown:  # an alert's post shows its state as of now, not as of before the wait
+                    message, shown = await self._prepare(taken)
             started = time.perf_counter()
             try:
                 posted = await self._sink.post(message)
