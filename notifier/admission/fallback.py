@@ -34,7 +34,7 @@ from ..metrics import Metrics
 from ..models import Decision, Event, Outcome
 from ..outbox import EventEntry, encode_event
 from ..policy import GLOBAL, Policy
-from ..rules import Rules, longest_ms
+from ..rules import Rule, Rules, longest_ms
 from ..settings import Settings
 from ..store.client import Store
 from ..store.keys import Keys
@@ -93,6 +93,59 @@ class LocalWindow:
         self.times.append(now)
 
 
+class ClassWindow(LocalWindow):
+    """The global level with reserves (the contract's fair shares), for this replica's part.
+
+    Each admission is kept with its class; a rule admits an event of class c when c
+    admitted fewer than its reserved slots, or else when the overflow is below the
+    shared slots. Waits are found among the departures and kept until the next
+    admission, so a storm of refusals costs a lookup each.
+    """
+
+    def __init__(self, rules: list[LocalRule], policy: Policy) -> None:
+        super().__init__(rules)
+        self.classes: deque[int] = deque()
+        self._slots = [[r.slots(Rule(rule.limit, 1, "")) for rule in rules] for r in policy.reserves]
+        self._waits: dict[int, tuple[float, str]] = {}
+
+    def wait(self, now: float) -> tuple[float, str]:
+        return self.wait_of(now, 0)
+
+    def wait_of(self, now: float, cls: int) -> tuple[float, str]:
+        """Seconds until an event of class ``cls`` has room under every rule, and the rule that waits longest."""
+        while self.times and self.times[0] <= now - self.longest:
+            self.times.popleft()
+            self.classes.popleft()
+        cached = self._waits.get(cls)
+        if cached is not None and cached[0] > 0 and now < cached[0]:
+            return cached[0] - now, cached[1]
+        worst, worst_rule = 0.0, ""
+        for index, rule in enumerate(self.rules):
+            if self._admits(index, cls, now):
+                continue
+            free = [t + rule.seconds for t in self.times if t + rule.seconds > now]
+            at = next((t for t in sorted(free) if self._admits(index, cls, t)), now + rule.seconds)
+            if at - now > worst:
+                worst, worst_rule = at - now, rule.text
+        self._waits[cls] = (now + worst if worst else 0.0, worst_rule)
+        return worst, worst_rule
+
+    def _admits(self, index: int, cls: int, at: float) -> bool:
+        rule = self.rules[index]
+        used = [0] * (len(self._slots) + 1)
+        for t, c in zip(self.times, self.classes, strict=True):
+            if t > at - rule.seconds:
+                used[c] += 1
+        reserved = [0] + [slots[index] for slots in self._slots]
+        overflow = sum(max(0, n - r) for n, r in zip(used, reserved, strict=True))
+        return (cls > 0 and used[cls] < reserved[cls]) or overflow < rule.limit - sum(reserved)
+
+    def add_of(self, now: float, cls: int) -> None:
+        self.add(now)
+        self.classes.append(cls)
+        self._waits.clear()
+
+
 class Held(NamedTuple):
     """An event admitted here, waiting to be handed to the store."""
 
@@ -131,7 +184,11 @@ class Fallback:
             raise StoreUnavailable("store unreachable and the fail_open queue is full")
         now = time.monotonic()
         global_window, category = self._window(GLOBAL, policy), self._window(event.category, policy)
-        global_wait, global_rule = global_window.wait(now)
+        cls = policy.class_of(event.category, event.severity)
+        if isinstance(global_window, ClassWindow):
+            global_wait, global_rule = global_window.wait_of(now, cls)
+        else:
+            global_wait, global_rule = global_window.wait(now)
         category_wait, category_rule = category.wait(now)
         if global_wait or category_wait:
             level, wait, rule = (
@@ -142,7 +199,10 @@ class Fallback:
             self.decisions.labels(self._label(event.category), f"dropped_{level}").inc()
             self._limiter.count_refusal(event.category, level)
             return Decision(Outcome.DROPPED, "", level, rule, retry_seconds(wait))
-        global_window.add(now)
+        if isinstance(global_window, ClassWindow):
+            global_window.add_of(now, cls)
+        else:
+            global_window.add(now)
         category.add(now)
         entry = EventEntry(
             uuid.uuid4().hex,
@@ -163,7 +223,9 @@ class Fallback:
                 # Only windows with no admission left in them can go without loosening a limit.
                 now = time.monotonic()
                 self._windows = {k: w for k, w in self._windows.items() if w.wait(now)[0] or k == GLOBAL}
-            window = self._windows[level] = LocalWindow(scaled(policy.rules_for(level), self._replicas))
+            rules = scaled(policy.rules_for(level), self._replicas)
+            shared = level == GLOBAL and policy.reserves
+            window = self._windows[level] = ClassWindow(rules, policy) if shared else LocalWindow(rules)
         return window
 
     def _wake(self) -> None:
