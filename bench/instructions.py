@@ -38,7 +38,7 @@ SLOWDOWN = 30  # about valgrind's slowdown of this Python code
 # under valgrind it writes refusals to Redis as often per request as it does without.
 SERVE_SLOWED = (
     "import sys, notifier.admission.limiter as limiter, notifier.cli as cli; "
-    f"limiter.FLUSH_DELAY *= {SLOWDOWN}; sys.exit(cli.main(['serve']))"
+    f"limiter.FLUSH_DELAY *= {SLOWDOWN}; limiter.OPEN_TRUST *= {SLOWDOWN}; sys.exit(cli.main(['serve']))"
 )
 BODIES = [
     storm_body.encode()
@@ -120,6 +120,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("requests", type=int, nargs="?", default=4000)
     parser.add_argument("--only", choices=("gateway", "baseline"), help="count one server only")
+    parser.add_argument("--reserves", action="store_true", help="the gateway with reserves (as storm.py's)")
     args = parser.parse_args()
     requests = args.requests
     if not shutil.which("valgrind"):
@@ -129,7 +130,7 @@ def main() -> None:
     results = {}
     try:
         if args.only != "baseline":
-            results["gateway"] = count_gateway(server, requests, f"{work}/gateway.out")
+            results["gateway"] = count_gateway(server, requests, f"{work}/gateway.out", args.reserves)
         if args.only != "gateway":
             results["baseline"] = count_baseline(requests, f"{work}/baseline.out")
     finally:
@@ -143,10 +144,15 @@ def main() -> None:
         )
 
 
-def count_gateway(server: RedisServer, requests: int, out: str) -> tuple[float, float]:
+def count_gateway(server: RedisServer, requests: int, out: str, reserves: bool) -> tuple[float, float]:
     """Instructions per request of ``notifier serve`` with every storm event refused."""
     gateway = Gateway(
-        {"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"},
+        {
+            "NOTIFIER_REDIS_URL": server.url,
+            "NOTIFIER_GLOBAL_LIMIT": "100/30m",
+            "NOTIFIER_CATEGORY_LIMIT": "10/30m",
+            **(storm.RESERVES if reserves else {}),
+        },
         command=callgrind([sys.executable, "-c", SERVE_SLOWED], out),
     ).start()
     client = redis.Redis.from_url(server.url)

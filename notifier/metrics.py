@@ -31,7 +31,8 @@ class Decisions(Collector):
 
     def __init__(self, registry: CollectorRegistry, max_categories: int | None = None) -> None:
         self.events: dict[tuple[str, Outcome, str], int] = {}  # (category, outcome, level) -> events
-        self.classes: dict[tuple[str, Outcome, str], int] = {}  # (class, outcome, level) -> events
+        self.classes: dict[tuple[int, Outcome, str], int] = {}  # (class index, outcome, level) -> events
+        self.class_names: list[str] = ["none"]  # index -> name of the class, set by the admission
         self.buckets = [0] * (len(ADMISSION_BUCKETS) + 1)  # the last one is +Inf
         self.seconds = 0.0
         self._named: set[str] = set()
@@ -58,9 +59,9 @@ class Decisions(Collector):
         self.buckets[bisect.bisect_left(ADMISSION_BUCKETS, seconds)] += 1
         self.seconds += seconds
 
-    def count_class(self, name: str, outcome: Outcome, level: str) -> None:
-        """Count one decided event of a class of the global level (``none`` for no class)."""
-        key = (name, outcome, level)
+    def count_class(self, index: int, outcome: Outcome, level: str) -> None:
+        """Count one decided event of a class of the global level (0: no class)."""
+        key = (index, outcome, level)
         self.classes[key] = self.classes.get(key, 0) + 1
 
     def collect(self) -> Iterator[Metric]:
@@ -92,8 +93,8 @@ class Decisions(Collector):
             "Events decided, by class of the global level (a reserve's category, critical, or none) and outcome",
             labels=["class", "outcome"],
         )
-        for (name, outcome, level), count in sorted(self.classes.items()):
-            classes.add_metric([name, outcome_label(outcome, level)], count)
+        for (index, outcome, level), count in sorted(self.classes.items()):
+            classes.add_metric([self.class_names[index], outcome_label(outcome, level)], count)
         yield from (events, *apart.values(), classes)
         cumulative, total = [], 0
         for bound, count in zip((*map(floatToGoString, ADMISSION_BUCKETS), "+Inf"), self.buckets, strict=True):

@@ -77,7 +77,6 @@ class Policy:
     version: int = 0  # the store's override version this snapshot was read at
     _critical: int = field(init=False, repr=False, compare=False)
     _by_category: Mapping[str, int] = field(init=False, repr=False, compare=False)
-    _names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
@@ -135,17 +134,12 @@ class Policy:
         by_class = {reserve.class_id: index for index, reserve in enumerate(self.reserves, 1)}
         object.__setattr__(self, "_critical", by_class.pop(CRITICAL_CLASS, 0))
         object.__setattr__(self, "_by_category", {c.partition(":")[2]: i for c, i in by_class.items()})
-        object.__setattr__(self, "_names", ("none", *(reserve.name for reserve in self.reserves)))
 
     def class_of(self, category: str, severity: str) -> int:
         """The index of the event's class in :attr:`reserves`, plus one; 0 for no class."""
         if self._critical and severity == "critical":
             return self._critical
         return self._by_category.get(category, 0)
-
-    def class_name(self, category: str, severity: str) -> str:
-        """The name of the event's class: ``critical``, its category, or ``none``."""
-        return self._names[self.class_of(category, severity)]
 
     def levels(self, categories: list[str]) -> Iterator[tuple[str, Rules]]:
         """``global`` and each of ``categories`` with the rules in force."""

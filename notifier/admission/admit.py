@@ -21,6 +21,9 @@ class Admission:
 
     def __init__(self, limiter: Limiter, fallback: Fallback | None, decisions: Decisions) -> None:
         self.limiter, self.fallback, self._decisions = limiter, fallback, decisions
+        policy = limiter.policy  # overrides change rules, never the classes: this mapping holds
+        self._class_of = policy.class_of if policy.reserves else None
+        decisions.class_names = ["none", *(reserve.name for reserve in policy.reserves)]
 
     async def decide(self, event: Event) -> Decision:
         """Run one event through the limiter and count the outcome."""
@@ -35,9 +38,8 @@ class Admission:
                     raise
                 decision = self.fallback.admit(event, self.limiter.policy)
         self._decisions.count(event.category, decision.outcome, decision.level, time.perf_counter() - started)
-        policy = self.limiter.policy
-        if policy.reserves:
+        if self._class_of is not None:
             self._decisions.count_class(
-                policy.class_name(event.category, event.severity), decision.outcome, decision.level
+                self._class_of(event.category, event.severity), decision.outcome, decision.level
             )
         return decision
