@@ -43,9 +43,13 @@ class Overrides:
 
     async def load(self) -> Policy:
         """The defaults with the overrides in force now, as the store has them."""
+        # The version first: a change landing between the two reads then pairs the older version
+        # with the newer overrides, which admit.lua refuses as stale (so they are read again at
+        # once); the other order would pair the newer version with the older overrides, which
+        # admit.lua would accept until the next change.
         redis = self._store.redis
-        raw = await self._store.call(redis.hgetall, self._keys.overrides)
         version = await self._store.call(redis.get, self._keys.overrides_version)
+        raw = await self._store.call(redis.hgetall, self._keys.overrides)
         now_us = await self._store.server_time_us(self._keys.overrides)
         overrides = {}
         for level, value in raw.items():

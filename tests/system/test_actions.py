@@ -1,0 +1,426 @@
+"""Acting from Slack (contract: "Acting from Slack"): the mute and unmute buttons, end to end.
+
+Gateway processes post to the Slack stand-in; a click is the request Slack would send
+(form-encoded ``payload``, signed with the app's signing secret), built from the
+message as the stand-in shows it. The override it makes must hold on every replica
+within 1 s of the click's answer, and the clicked message is edited in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlencode
+
+import pytest
+import slack_standin
+from helpers import Gateway, http, wait_for
+from slack_standin import block_actions_payload, signed_action_request
+
+SECRET = "8f14e45fceea167a5a36dedd4bea2543"
+API_TOKEN = "api-5c2b0d77e1"
+AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
+USER, OTHER_USER = "U0ALICE123", "U0BOB45678"
+BOUND = 1.0  # the contract's figure for an override to be in force everywhere
+CLICK_ANSWER = 3.0  # Slack's: a click is answered within 3 s
+
+
+def env(redis_url: str, slack, secret: str | None = SECRET) -> dict[str, str]:
+    settings = {
+        "NOTIFIER_REDIS_URL": redis_url,
+        "NOTIFIER_API_TOKENS": API_TOKEN,
+        "NOTIFIER_GLOBAL_LIMIT": "100000/1h",
+        "NOTIFIER_CATEGORY_LIMIT": "100000/1h",
+        "NOTIFIER_DIGEST_INTERVAL": "0",
+        "NOTIFIER_SLACK_BOT_TOKEN": slack_standin.TOKEN,
+        "NOTIFIER_SLACK_API_URL": slack.api_url,
+        "NOTIFIER_SLACK_CHANNEL": "#alerts",
+        "NOTIFIER_CHANNEL_RATE": "20/1s",
+    }
+    if secret:
+        settings["NOTIFIER_SLACK_SIGNING_SECRET"] = secret
+    return settings
+
+
+@pytest.fixture
+def make_fleet(redis_url, slack, tmp_path):
+    started: list[Gateway] = []
+
+    def make(replicas: int = 3, secret: str | None = SECRET) -> list[Gateway]:
+        gateways = [Gateway(env(redis_url, slack, secret), log_dir=str(tmp_path)) for _ in range(replicas)]
+        with ThreadPoolExecutor(replicas) as pool:
+            list(pool.map(lambda g: g.start(), gateways))
+        started.extend(gateways)
+        return gateways
+
+    yield make
+    with ThreadPoolExecutor(max(1, len(started))) as pool:
+        list(pool.map(lambda g: g.stop(), started))
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def post_event(gateway: Gateway, slack, category: str, text: str, **extra: object):
+    """Send an event and wait for its Slack message (found by the text's first word); the stand-in's record."""
+    status, answer, _ = gateway.post({"category": category, "text": text, **extra}, headers=AUTH)
+    assert status == 202, answer
+    word = text.split()[0]
+    return wait_for(
+        lambda: (
+            next((m for m in slack.received() if word in m.text and m.thread_ts is None), None)
+            or (slack.refusals and pytest.fail(f"Slack refused a message: {slack.refusals}"))
+        ),
+        20,
+        what=f"the message of {category!r} in Slack",
+    )
+
+
+def buttons(message: dict) -> list[dict]:
+    """Every button of a message (actions blocks and section accessories)."""
+    found = []
+    for block in message.get("blocks") or []:
+        elements = block.get("elements") or [] if block.get("type") == "actions" else [block.get("accessory")]
+        found += [e for e in elements if isinstance(e, dict) and e.get("type") == "button"]
+    return found
+
+
+def the_button(message: dict, action_id: str) -> dict:
+    found = [b for b in buttons(message) if b.get("action_id") == action_id]
+    assert len(found) == 1, (action_id, message.get("blocks"))
+    return found[0]
+
+
+def click(gateway: Gateway, slack, ts: str, action_id: str, user: str = USER, **change: object):
+    """Click ``action_id`` on the message ``ts`` as Slack would: (status, answer, seconds, answered at)."""
+    message = slack.message_json(ts)
+    button = the_button(message, action_id)
+    payload = block_actions_payload(action_id, button["value"], user, slack.channel_id("#alerts"), ts, message)
+    payload |= change
+    body, headers = signed_action_request(SECRET, payload)
+    started = time.monotonic()
+    status, answer, _ = http("POST", gateway.url + "/v1/slack/actions", body, headers)
+    return status, answer, time.monotonic() - started, time.time()
+
+
+def send(gateway: Gateway, category: str):
+    status, body, _ = gateway.post({"category": category, "text": "probe"}, headers=AUTH)
+    return status, body
+
+
+def is_muted(category: str, rule: str = "0/1h"):
+    return lambda s, b: s == 429 and b.get("limit") == "category" and b.get("rule") == rule
+
+
+def is_admitted(s: int, b: dict) -> bool:
+    return s == 202 and b.get("status") == "accepted"
+
+
+def until_every_replica(gateways: list[Gateway], category: str, wanted, since: float, timeout: float = 10.0):
+    """Seconds from ``since`` until each replica answered ``wanted`` (and kept doing so)."""
+
+    def poll(gateway: Gateway) -> float:
+        deadline = time.monotonic() + timeout
+        while True:
+            status, body = send(gateway, category)
+            if wanted(status, body):
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{gateway.url} still answers {status} {body} for {category}")
+        seen = time.time() - since
+        for _ in range(3):
+            again = send(gateway, category)
+            assert wanted(*again), (gateway.url, again)
+        return seen
+
+    with ThreadPoolExecutor(len(gateways)) as pool:
+        return list(pool.map(poll, gateways))
+
+
+def overrides(gateway: Gateway) -> dict:
+    status, body, _ = gateway.get("/v1/limits")
+    assert status == 200, body
+    return body["overrides"]
+
+
+def shown(slack, ts: str) -> str:
+    """The message as the stand-in has it: its text and its blocks (one a line), for the report."""
+    message = slack.message_json(ts)
+    blocks = "\n".join(f"  {json.dumps(b)}" for b in message["blocks"])
+    return f"text: {message['text']!r}\nblocks:\n{blocks}"
+
+
+def edited_to(slack, ts: str, needle: str):
+    def check():
+        message = slack.message(ts)
+        return message is not None and message.edits and needle in message.text and message
+
+    return check
+
+
+def context_texts(message: dict) -> list[str]:
+    return [
+        e.get("text", "")
+        for b in message.get("blocks") or []
+        if b.get("type") == "context"
+        for e in b.get("elements") or []
+    ]
+
+
+# ---------------------------------------------------------------- the tests
+
+
+def test_mute_and_unmute_from_slack(make_fleet, slack):
+    gateways = make_fleet()
+    received = post_event(gateways[0], slack, "db", "replication lag 42s on db-3", title="Lag", severity="warning")
+    ts, before = received.ts, slack.message_json(received.ts)
+    print(f"\nBEFORE the mute:\n{shown(slack, ts)}")
+    mute = the_button(before, "mute")
+    assert json.loads(mute["value"])["category"] == "db", mute
+    assert mute["text"]["type"] == "plain_text" and "db" in mute["text"]["text"], mute
+    assert "replication lag 42s on db-3" in before["text"]
+    assert slack.refusals == []
+
+    status, answer, took, answered = click(gateways[1], slack, ts, "mute")
+    assert status == 200, answer
+    print(f"mute click answered in {took * 1000:.0f} ms: {answer}")
+    assert took < CLICK_ANSWER
+    times = until_every_replica(gateways, "db", is_muted("db"), answered)
+    print(
+        f"mute click -> db refused on every replica within {max(times) * 1000:.0f} ms of the answer "
+        f"({', '.join(f'{t * 1000:.0f} ms' for t in times)})"
+    )
+    assert max(times) < BOUND
+    status, body = send(gateways[2], "db")
+    assert 0 < body["retry_after"] <= 3600, body
+    assert is_admitted(*send(gateways[0], "web")), "the mute holds db only"
+
+    override = overrides(gateways[2])["db"]
+    assert override["rules"] == "0/1h" and f"<@{USER}>" in override["by"], override
+    assert answered + 3600 - 5 <= override["until"] <= answered + 3600, override
+    until = time.strftime("%H:%M UTC", time.gmtime(override["until"]))
+
+    banner = f"Muted db until {until} by <@{USER}>"
+    edited = wait_for(edited_to(slack, ts, banner), 20, what="the clicked message edited to the mute")
+    after = slack.message_json(ts)
+    print(f"AFTER the mute:\n{shown(slack, ts)}")
+    assert edited.ts == ts and slack.updates[-1][2] == ts
+    assert "replication lag 42s on db-3" in json.dumps(after["blocks"]), "the event is still shown"
+    assert any(banner in text for text in context_texts(after)), after["blocks"]
+    unmute = the_button(after, "unmute")
+    assert json.loads(unmute["value"])["category"] == "db"
+    assert not [b for b in buttons(after) if b["action_id"] == "mute"]
+    assert [m.ts for m in slack.received() if "replication lag" in json.dumps(m.blocks)] == [ts], (
+        "an edit, no new message"
+    )
+
+    status, answer, took, answered = click(gateways[2], slack, ts, "unmute", user=OTHER_USER)
+    assert status == 200, answer
+    print(f"unmute click answered in {took * 1000:.0f} ms: {answer}")
+    assert took < CLICK_ANSWER
+    times = until_every_replica(gateways, "db", is_admitted, answered)
+    print(f"unmute click -> db admitted on every replica within {max(times) * 1000:.0f} ms of the answer")
+    assert max(times) < BOUND
+    assert all("db" not in overrides(g) for g in gateways)
+
+    banner = f"Unmuted db by <@{OTHER_USER}>"
+    wait_for(edited_to(slack, ts, banner), 20, what="the clicked message edited to the unmute")
+    final = slack.message_json(ts)
+    print(f"AFTER the unmute:\n{shown(slack, ts)}")
+    assert any(banner in text for text in context_texts(final))
+    assert not any("Muted db" in text for text in context_texts(final)), "the mute banner is replaced"
+    assert json.loads(the_button(final, "mute")["value"])["category"] == "db"
+    assert not [b for b in buttons(final) if b["action_id"] == "unmute"]
+    assert [u[2] for u in slack.updates] == [ts, ts], slack.updates
+    assert slack.refusals == []
+
+
+def test_mute_of_an_alert_from_slack(make_fleet, slack):
+    """An alert's message (dedup_key): the button names its record; the edit keeps its state."""
+    gateways = make_fleet(replicas=2)
+    received = post_event(gateways[0], slack, "disk", "disk 91% on web-1", dedup_key="disk-web-1")
+    ts = received.ts
+    value = json.loads(the_button(slack.message_json(ts), "mute")["value"])
+    assert value["category"] == "disk" and value["record"], value
+
+    status, answer, took, answered = click(gateways[1], slack, ts, "mute")
+    assert status == 200 and took < CLICK_ANSWER, answer
+    assert max(until_every_replica(gateways, "disk", is_muted("disk"), answered)) < BOUND
+    until = time.strftime("%H:%M UTC", time.gmtime(overrides(gateways[0])["disk"]["until"]))
+    wait_for(edited_to(slack, ts, f"Muted disk until {until} by <@{USER}>"), 20, what="the alert's message edited")
+    muted = slack.message_json(ts)
+    assert "disk 91% on web-1" in muted["text"]
+    the_button(muted, "unmute")
+
+    # A repeat is answered as a duplicate (it counts against no limit) and shows on the same message.
+    status, body, _ = gateways[0].post(
+        {"category": "disk", "text": "disk 91% on web-1", "dedup_key": "disk-web-1"}, headers=AUTH
+    )
+    assert status == 200 and body["status"] == "duplicate", body
+    wait_for(edited_to(slack, ts, "Seen 2 times"), 20, what="the repeat shown")
+    both = slack.message_json(ts)
+    assert f"Muted disk until {until}" in both["text"], "the banner stays with the repeat count"
+    the_button(both, "unmute")
+
+    status, answer, took, answered = click(gateways[0], slack, ts, "unmute")
+    assert status == 200 and took < CLICK_ANSWER, answer
+    assert max(until_every_replica(gateways, "disk", is_admitted, answered)) < BOUND
+    wait_for(edited_to(slack, ts, f"Unmuted disk by <@{USER}>"), 20, what="the alert's message edited again")
+    the_button(slack.message_json(ts), "mute")
+    assert len([m for m in slack.received() if m.thread_ts is None and "disk 91%" in m.text]) == 1
+    assert slack.refusals == []
+
+
+def test_an_edited_message_still_carries_the_event_text(make_fleet, slack):
+    """After a click, the message's text (Slack's fallback: notifications, clients without blocks)
+    is still the event's, with the banner after it: a title or a multi-line text must not cut it."""
+    gateways = make_fleet(replicas=1)
+    event_line = "replica db-7 is 93 s behind"
+    ts = post_event(gateways[0], slack, "db", f"replication lag\n{event_line}", title="Replication").ts
+    before = slack.message_json(ts)["text"]
+    assert event_line in before, before
+    status, answer, _, _ = click(gateways[0], slack, ts, "mute")
+    assert status == 200, answer
+    until = time.strftime("%H:%M UTC", time.gmtime(overrides(gateways[0])["db"]["until"]))
+    banner = f"Muted db until {until} by <@{USER}>"
+    wait_for(edited_to(slack, ts, banner), 20, what="the clicked message edited")
+    after = slack.message_json(ts)
+    print(f"\ntext before the click: {before!r}\ntext after the click:  {after['text']!r}")
+    assert event_line in json.dumps(after["blocks"])
+    assert after["text"] == f"{before}\n{banner}", "the event's text is cut from the message's text"
+
+
+def test_buttons_keep_the_largest_message_within_slack_limits(make_fleet, slack):
+    gateways = make_fleet(replicas=1)
+    text = "big-event " + "<&>" * 996  # 2998 characters, about 12,000 once escaped
+    fields = {f"k{i:02}-{'<' * 96}": "&" * 1000 for i in range(20)}
+    received = post_event(gateways[0], slack, "big", text, title="T" * 150, fields=fields)
+    assert slack.refusals == []
+    message = slack.message_json(received.ts)
+    payload = block_actions_payload(
+        "mute", the_button(message, "mute")["value"], USER, slack.channel_id("#alerts"), received.ts, message
+    )
+    body, _ = signed_action_request(SECRET, payload)
+    print(f"\nthe click on the largest message is a {len(body)}-byte request (Slack sends the whole message)")
+    status, answer, _, _ = click(gateways[0], slack, received.ts, "mute")
+    assert status == 200, ("a click on a message the gateway posted must be readable", status, answer)
+    wait_for(edited_to(slack, received.ts, "Muted big until"), 20, what="the big message edited")
+    the_button(slack.message_json(received.ts), "unmute")
+    assert slack.refusals == []
+
+
+def signed(payload: dict | None = None, raw: bytes | None = None, secret: str = SECRET):
+    """A request correctly signed (HMAC-SHA256 of the raw bytes, as Slack documents) for any body."""
+    body = raw if raw is not None else urlencode({"payload": json.dumps(payload)}).encode()
+    when = str(int(time.time()))
+    digest = hmac.new(secret.encode(), b"v0:" + when.encode() + b":" + body, hashlib.sha256).hexdigest()
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": when,
+        "X-Slack-Signature": "v0=" + digest,
+    }
+    return body, headers
+
+
+def test_bad_clicks_are_refused_and_change_nothing(make_fleet, slack):
+    gateways = make_fleet(replicas=2)
+    ts = post_event(gateways[0], slack, "db", "cpu 99% on db-1").ts
+    message = slack.message_json(ts)
+    value = the_button(message, "mute")["value"]
+    channel = slack.channel_id("#alerts")
+    good = block_actions_payload("mute", value, USER, channel, ts, message)
+    url = gateways[1].url + "/v1/slack/actions"
+
+    body, headers = signed_action_request(SECRET, good)
+    unsigned = {"Content-Type": "application/x-www-form-urlencoded"}
+    stale_body, stale = signed_action_request(SECRET, good, timestamp=time.time() - 360)
+    future_body, future = signed_action_request(SECRET, good, timestamp=time.time() + 360)
+    wrong_body, wrong = signed_action_request("not-the-secret", good)
+    unauthorized = [
+        ("wrong secret", wrong_body, wrong),
+        ("tampered body", body.replace(b"U0ALICE123", b"U0MALLORY1"), headers),
+        ("stale timestamp (6 min old)", stale_body, stale),
+        ("timestamp 6 min ahead", future_body, future),
+        ("no headers", body, unsigned),
+        ("no signature", body, {**unsigned, "X-Slack-Request-Timestamp": headers["X-Slack-Request-Timestamp"]}),
+        ("no timestamp", body, {**unsigned, "X-Slack-Signature": headers["X-Slack-Signature"]}),
+        ("signature not v0", body, {**headers, "X-Slack-Signature": headers["X-Slack-Signature"][3:]}),
+        ("timestamp not a number", body, {**headers, "X-Slack-Request-Timestamp": "soon"}),
+        ("bearer token instead", body, {**unsigned, **AUTH}),
+    ]
+    for what, raw, head in unauthorized:
+        status, answer, _ = http("POST", url, raw, head)
+        assert status == 401, (what, status, answer)
+        assert "error" in answer, (what, answer)
+
+    def payload(**change: object) -> dict:
+        return {**good, **change}
+
+    def action(**change: object) -> dict:
+        return payload(actions=[{**good["actions"][0], **change}])
+
+    unreadable = [
+        ("not a form", signed(raw=b"%%%garbage&&==")),
+        ("no payload field", signed(raw=b"data=%7B%7D")),
+        ("payload not JSON", signed(raw=b"payload=%7Bnot+json")),
+        ("payload a list", signed(raw=urlencode({"payload": "[1, 2]"}).encode())),
+        ("empty body", signed(raw=b"")),
+        ("not block_actions", signed(payload(type="view_submission"))),
+        ("no actions", signed(payload(actions=[]))),
+        ("unknown action_id", signed(action(action_id="delete"))),
+        ("value not JSON", signed(action(value="db"))),
+        ("value without category", signed(action(value=json.dumps({"record": ""})))),
+        ("category not valid", signed(action(value=json.dumps({"category": "db; DROP", "record": ""})))),
+        ("record of no alert", signed(action(value=json.dumps({"category": "db", "record": "other:key"})))),
+        ("user not an id", signed(payload(user={"id": "<!channel>"}))),
+        ("no container", signed({k: v for k, v in good.items() if k != "container"})),
+    ]
+    for what, (raw, head) in unreadable:
+        status, answer, _ = http("POST", url, raw, head)
+        assert status == 400, (what, status, answer)
+        assert "error" in answer, (what, answer)
+
+    time.sleep(1.5)  # anything a refused click had started would show by now
+    for gateway in gateways:
+        assert overrides(gateway) == {}
+        assert is_admitted(*send(gateway, "db"))
+    assert slack.updates == [] and slack.message(ts).edits == [], "no message was edited"
+    assert slack.refusals == []
+
+    # The same click, correctly signed and without any bearer token, is accepted.
+    status, answer, _, answered = click(gateways[1], slack, ts, "mute")
+    assert status == 200, answer
+    assert max(until_every_replica(gateways, "db", is_muted("db"), answered)) < BOUND
+
+
+def test_a_body_that_is_not_utf8_is_unreadable(make_fleet, slack):
+    """Slack's requests are UTF-8, and slack-sdk's verifier reads the body as such: a body that is
+    not cannot be a click, signed or not (400), and nothing changes."""
+    gateways = make_fleet(replicas=1)
+    for secret in (None, "not-the-secret"):
+        raw, headers = signed(raw=b"payload=\xff\xfe", **({"secret": secret} if secret else {}))
+        status, answer, _ = http("POST", gateways[0].url + "/v1/slack/actions", raw, headers)
+        assert status == 400, (status, answer)
+    assert overrides(gateways[0]) == {} and slack.updates == []
+
+
+def test_without_a_signing_secret_there_are_no_buttons_and_no_actions(make_fleet, slack):
+    gateways = make_fleet(replicas=1, secret=None)
+    ts = post_event(gateways[0], slack, "db", "no buttons here").ts
+    message = slack.message_json(ts)
+    print(f"\nwithout a signing secret:\n{shown(slack, ts)}")
+    assert buttons(message) == [] and not [b for b in message["blocks"] if b.get("type") == "actions"]
+    for secret in (SECRET, ""):
+        payload = block_actions_payload(
+            "mute", json.dumps({"category": "db", "record": ""}), USER, slack.channel_id("#alerts"), ts, message
+        )
+        body, headers = signed_action_request(secret or "x", payload)
+        status, answer, _ = http("POST", gateways[0].url + "/v1/slack/actions", body, headers)
+        assert 400 <= status < 500 and "error" in answer, (status, answer)
+    time.sleep(1.0)
+    assert overrides(gateways[0]) == {}
+    assert is_admitted(*send(gateways[0], "db"))
+    assert slack.updates == [] and slack.refusals == []
