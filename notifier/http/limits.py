@@ -29,6 +29,10 @@ from .state import GATEWAY, Gateway
 log = logging.getLogger(__name__)
 
 MAX_CATEGORIES_SHOWN = 1000
+DURATION_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*(ms|s|m|h|d)?\s*$"  # the syntax; the value must be positive
+RULES_PATTERN = (
+    r"^\s*[0-9]+\s*/\s*[0-9]+(\.[0-9]+)?\s*(ms|s|m|h|d)?\s*(,\s*[0-9]+\s*/\s*[0-9]+(\.[0-9]+)?\s*(ms|s|m|h|d)?\s*)*$"
+)
 CATEGORY_RE = re.compile(CATEGORY_PATTERN)
 
 
@@ -36,8 +40,15 @@ class OverrideRequest(BaseModel):
     """The body of ``PUT /v1/limits/{level}``."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    rules: str = Field(min_length=1, max_length=200, description="COUNT/DURATION rules, e.g. 20/30m")
-    for_: str | None = Field(None, alias="for", max_length=20, description="lapse after this long, e.g. 1h")
+    rules: str = Field(
+        min_length=1,
+        max_length=200,
+        pattern=RULES_PATTERN,
+        description="COUNT/DURATION rules, comma separated, e.g. 20/30m or 10/1s,100/30m",
+    )
+    for_: str | None = Field(
+        None, alias="for", max_length=20, pattern=DURATION_PATTERN, description="lapse after this long, e.g. 1h"
+    )
 
 
 async def get_limits(request: web.Request) -> web.StreamResponse:

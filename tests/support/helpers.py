@@ -7,6 +7,7 @@ skipping what it could not run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,7 +18,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -202,3 +205,67 @@ class Gateway:
                 self.proc.kill()
                 self.proc.wait(5)
         return self.proc.returncode if self.proc else None
+
+
+ALERTMANAGER_CONFIG = """\
+route:
+  receiver: notifier
+  group_by: [{group_by}]
+  group_wait: 200ms
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+- name: notifier
+  webhook_configs:
+  - url: {url}/v1/alertmanager
+    send_resolved: true
+"""
+
+
+@contextlib.contextmanager
+def alertmanager(gateway_url: str, folder: Path, group_by: str = "'alertname'") -> Iterator[str]:
+    """A real prometheus-alertmanager posting to the gateway at ``gateway_url``; yields its URL."""
+    binary = need("prometheus-alertmanager")
+    (folder / "am.yml").write_text(ALERTMANAGER_CONFIG.format(url=gateway_url, group_by=group_by))
+    port = free_port()
+    argv = [
+        binary,
+        f"--config.file={folder / 'am.yml'}",
+        f"--storage.path={folder / 'am-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",
+    ]
+    log_path = folder / "alertmanager.log"
+    with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        assert proc.poll() is None, log_path.read_text()
+        try:
+            return http("GET", url + "/-/ready", timeout=1)[0] == 200
+        except OSError:
+            return False
+
+    try:
+        wait_for(ready, 30, what="alertmanager ready")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def slack_env(redis_url: str, slack: Any, **extra: str) -> dict[str, str]:
+    """Settings of a gateway on ``redis_url`` posting to the Slack stand-in; limits far away unless given."""
+    from slack_standin import TOKEN  # the stand-in's own token
+
+    return {
+        "NOTIFIER_REDIS_URL": redis_url,
+        "NOTIFIER_SLACK_BOT_TOKEN": TOKEN,
+        "NOTIFIER_SLACK_API_URL": slack.api_url,
+        "NOTIFIER_SLACK_CHANNEL": "#alerts",
+        "NOTIFIER_DIGEST_INTERVAL": "0",
+        "NOTIFIER_GLOBAL_LIMIT": "1000/1h",
+        "NOTIFIER_CATEGORY_LIMIT": "1000/1h",
+        **extra,
+    }

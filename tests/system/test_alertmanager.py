@@ -3,25 +3,11 @@
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
-from helpers import Gateway, free_port, http, need, wait_for
+from helpers import Gateway, free_port, http, wait_for
+from helpers import alertmanager as start_alertmanager
 from slack_standin import TOKEN
-
-CONFIG = """\
-route:
-  receiver: notifier
-  group_by: ['alertname']
-  group_wait: 200ms
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-- name: notifier
-  webhook_configs:
-  - url: {url}/v1/alertmanager
-    send_resolved: true
-"""
 
 
 @pytest.fixture
@@ -45,31 +31,8 @@ def gateway(redis_url, slack, tmp_path):
 
 @pytest.fixture
 def alertmanager(gateway, tmp_path):
-    binary = need("prometheus-alertmanager")
-    (tmp_path / "am.yml").write_text(CONFIG.format(url=gateway.url))
-    port = free_port()
-    argv = [
-        binary,
-        f"--config.file={tmp_path / 'am.yml'}",
-        f"--storage.path={tmp_path / 'am-data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--cluster.listen-address=",
-    ]
-    with open(tmp_path / "alertmanager.log", "wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-
-    def ready():
-        assert proc.poll() is None, (tmp_path / "alertmanager.log").read_text()
-        try:
-            return http("GET", url + "/-/ready", timeout=1)[0] == 200
-        except OSError:
-            return False
-
-    wait_for(ready, 30, what="alertmanager ready")
-    yield url
-    proc.terminate()
-    proc.wait(10)
+    with start_alertmanager(gateway.url, tmp_path) as url:
+        yield url
 
 
 def _metric(url: str, name: str) -> float:

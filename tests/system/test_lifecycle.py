@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-import subprocess
 import time
 from datetime import datetime, timedelta, timezone
 
-from helpers import Gateway, free_port, http, need, wait_for
-from slack_standin import TOKEN, WEBHOOK_CHANNEL_ID, SlackStandin
+from helpers import Gateway, http, slack_env, wait_for
+from helpers import alertmanager as start_alertmanager
+from slack_standin import WEBHOOK_CHANNEL_ID, SlackStandin
 
 SEEN = re.compile(r"Seen (\d+) times, last at (\d\d):(\d\d):(\d\d) UTC")
 
@@ -26,17 +26,7 @@ SEEN = re.compile(r"Seen (\d+) times, last at (\d\d):(\d\d):(\d\d) UTC")
 
 
 def _env(redis_url: str, standin: SlackStandin, **extra: str) -> dict[str, str]:
-    return {
-        "NOTIFIER_REDIS_URL": redis_url,
-        "NOTIFIER_SLACK_BOT_TOKEN": TOKEN,
-        "NOTIFIER_SLACK_API_URL": standin.api_url,
-        "NOTIFIER_SLACK_CHANNEL": "#alerts",
-        "NOTIFIER_DIGEST_INTERVAL": "0",
-        "NOTIFIER_CHANNEL_RATE": "20/1s",
-        "NOTIFIER_GLOBAL_LIMIT": "1000/1h",
-        "NOTIFIER_CATEGORY_LIMIT": "1000/1h",
-        **extra,
-    }
+    return slack_env(redis_url, standin, **{"NOTIFIER_CHANNEL_RATE": "20/1s", **extra})
 
 
 @contextlib.contextmanager
@@ -572,58 +562,12 @@ def test_console_prints_edits_and_replies_as_lines_of_their_own(tmp_path):
 
 # ---------------------------------------------------------------- 11. a real Alertmanager
 
-AM_CONFIG = """\
-route:
-  receiver: notifier
-  group_by: ['alertname', 'instance']
-  group_wait: 200ms
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-- name: notifier
-  webhook_configs:
-  - url: {url}/v1/alertmanager
-    send_resolved: true
-"""
-
-
-@contextlib.contextmanager
-def _alertmanager(gateway_url: str, tmp_path):
-    binary = need("prometheus-alertmanager")
-    (tmp_path / "am.yml").write_text(AM_CONFIG.format(url=gateway_url))
-    port = free_port()
-    argv = [
-        binary,
-        f"--config.file={tmp_path / 'am.yml'}",
-        f"--storage.path={tmp_path / 'am-data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--cluster.listen-address=",
-    ]
-    log_path = tmp_path / "alertmanager.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert proc.poll() is None, log_path.read_text()
-        try:
-            return http("GET", url + "/-/ready", timeout=1)[0] == 200
-        except OSError:
-            return False
-
-    try:
-        wait_for(ready, 30, what="alertmanager ready")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
 
 def test_alertmanager_firing_then_resolved_is_one_message_with_a_reply(redis_url, tmp_path):
     with (
         _standin() as slack,
         _fleet(_env(redis_url, slack, NOTIFIER_CATEGORY_LIMIT="5/1h"), tmp_path) as [gw],
-        _alertmanager(gw.url, tmp_path) as am,
+        start_alertmanager(gw.url, tmp_path, "'alertname', 'instance'") as am,
     ):
         labels = {"alertname": "QueueStuck", "instance": "mq-1", "severity": "critical"}
         annotations = {"summary": "queue mq-1 is stuck"}

@@ -6,6 +6,7 @@ import pytest
 import schemathesis
 from helpers import Gateway
 from hypothesis import HealthCheck, settings
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from notifier.http.openapi import spec
 
@@ -50,4 +51,10 @@ def test_served_document_is_the_models_schema(gateway):
 @SCHEMA.parametrize()
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_conforms(case, gateway):
-    case.call_and_validate(base_url=gateway.url, timeout=10)
+    # Rules and durations have a grammar a JSON Schema pattern cannot hold whole (a window must
+    # round to at least 1 ms): a schema-valid override may still be refused with a 422, which is
+    # not a failure there. Every other check still applies (no 5xx, answers match the schema).
+    overriding = case.operation.path == "/v1/limits/{level}"
+    case.call_and_validate(
+        base_url=gateway.url, timeout=10, excluded_checks=[positive_data_acceptance] if overriding else []
+    )

@@ -19,18 +19,8 @@ from pathlib import Path
 
 import aiohttp
 import redis
-from helpers import Gateway, RedisServer, wait_for
-from slack_standin import TOKEN, SlackStandin
-
-
-def _slack_env(redis_url: str, slack: SlackStandin, **extra: str) -> dict[str, str]:
-    return {
-        "NOTIFIER_REDIS_URL": redis_url,
-        "NOTIFIER_SLACK_BOT_TOKEN": TOKEN,
-        "NOTIFIER_SLACK_API_URL": slack.api_url,
-        "NOTIFIER_SLACK_CHANNEL": "#alerts",
-        **extra,
-    }
+from helpers import Gateway, RedisServer, slack_env, wait_for
+from slack_standin import SlackStandin
 
 
 async def _post_many(url: str, bodies: list[dict], in_flight: int = 32) -> list[tuple[int, float, float]]:
@@ -63,7 +53,7 @@ def _suppressed(slack: SlackStandin) -> int:
 
 
 def test_random_categories_stay_bounded_and_every_drop_reaches_one_digest(redis_url, slack):
-    env = _slack_env(
+    env = slack_env(
         redis_url,
         slack,
         NOTIFIER_GLOBAL_LIMIT="20/1h",
@@ -174,7 +164,7 @@ def _printed(gateway: Gateway) -> int:
 
 
 def test_reclaimed_entries_go_before_newer_ones(redis_url, slack):
-    env = _slack_env(
+    env = slack_env(
         redis_url,
         slack,
         NOTIFIER_CLAIM_IDLE="2s",
