@@ -230,7 +230,7 @@ def _limits_paths() -> Doc:
             "in": "path",
             "required": True,
             "description": "global, or a category",
-            "schema": {"type": "string"},
+            "schema": {"type": "string", "pattern": r"^(global|[A-Za-z0-9_.:\-]{1,64})$"},
         }
     ]
     changed = {"200": _json("the rules now in force", OverrideAnswer)}
