@@ -1,6 +1,6 @@
 """Profile one ``notifier serve`` under the storm with py-spy (``pip install py-spy``).
 
-    python bench/profile.py [seconds]
+    python bench/profile.py [seconds] [--reserves]
 
 Prints the functions with the largest share of samples, inclusive and self.
 """
@@ -38,10 +38,17 @@ def top(raw: str, n: int = 20) -> None:
 
 
 def main() -> None:
-    seconds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    numbers = [a for a in sys.argv[1:] if a.isdigit()]
+    seconds = int(numbers[0]) if numbers else 5
+    reserves = storm.RESERVES if "--reserves" in sys.argv else {}  # the gateway with storm.py's reserves
     server = RedisServer().start()
     gateway = Gateway(
-        {"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"}
+        {
+            "NOTIFIER_REDIS_URL": server.url,
+            "NOTIFIER_GLOBAL_LIMIT": "100/30m",
+            "NOTIFIER_CATEGORY_LIMIT": "10/30m",
+            **reserves,
+        }
     ).start()
     raw = tempfile.mktemp(suffix=".txt")
     try:

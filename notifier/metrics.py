@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -31,8 +31,8 @@ class Decisions(Collector):
 
     def __init__(self, registry: CollectorRegistry, max_categories: int | None = None) -> None:
         self.events: dict[tuple[str, Outcome, str], int] = {}  # (category, outcome, level) -> events
-        self.classes: dict[tuple[int, Outcome, str], int] = {}  # (class index, outcome, level) -> events
-        self.class_names: list[str] = ["none"]  # index -> name of the class, set by the admission
+        self.critical: dict[tuple[str, Outcome, str], int] = {}  # the events counted above of severity critical
+        self.classes: Classes | None = None  # with reserves: how to tell an event's class
         self.buckets = [0] * (len(ADMISSION_BUCKETS) + 1)  # the last one is +Inf
         self.seconds = 0.0
         self._named: set[str] = set()
@@ -59,10 +59,31 @@ class Decisions(Collector):
         self.buckets[bisect.bisect_left(ADMISSION_BUCKETS, seconds)] += 1
         self.seconds += seconds
 
-    def count_class(self, index: int, outcome: Outcome, level: str) -> None:
-        """Count one decided event of a class of the global level (0: no class)."""
-        key = (index, outcome, level)
-        self.classes[key] = self.classes.get(key, 0) + 1
+    def count_critical(self, category: str, outcome: Outcome, level: str) -> None:
+        """Count, besides :meth:`count`, one decided event of severity critical (its class may differ)."""
+        key = (self.label(category), outcome, level)
+        self.critical[key] = self.critical.get(key, 0) + 1
+
+    def classes_of(self, classes: Classes) -> None:
+        """Count per class of the global level too; its categories are named, whatever the cap."""
+        self.classes = classes
+        self._named.update(classes.categories)
+
+    def _by_class(self) -> dict[tuple[str, str], int]:
+        """Decisions per class and outcome label, from the counts per category (at scrape time: a
+        storm's requests pay nothing for it but the check for severity critical)."""
+        counts: dict[tuple[str, str], int] = {}
+        if self.classes is None:
+            return counts
+        for (category, outcome, level), count in self.events.items():
+            if outcome is Outcome.DUPLICATE or outcome is Outcome.RESOLVED:
+                continue
+            critical = self.critical.get((category, outcome, level), 0)
+            for severity, n in (("info", count - critical), ("critical", critical)):
+                if n:
+                    key = (self.classes.name_of(category, severity), outcome_label(outcome, level))
+                    counts[key] = counts.get(key, 0) + n
+        return counts
 
     def collect(self) -> Iterator[Metric]:
         events = CounterMetricFamily(
@@ -93,8 +114,8 @@ class Decisions(Collector):
             "Events decided, by class of the global level (a reserve's category, critical, or none) and outcome",
             labels=["class", "outcome"],
         )
-        for (index, outcome, level), count in sorted(self.classes.items()):
-            classes.add_metric([self.class_names[index], outcome_label(outcome, level)], count)
+        for (name, label), count in sorted(self._by_class().items()):
+            classes.add_metric([name, label], count)
         yield from (events, *apart.values(), classes)
         cumulative, total = [], 0
         for bound, count in zip((*map(floatToGoString, ADMISSION_BUCKETS), "+Inf"), self.buckets, strict=True):
@@ -103,6 +124,17 @@ class Decisions(Collector):
         yield HistogramMetricFamily(
             "notifier_admission_seconds", "Time to decide one event", buckets=cumulative, sum_value=self.seconds
         )
+
+
+class Classes(NamedTuple):
+    """How the admission tells an event's class: its names, and the categories that have one."""
+
+    class_of: Callable[[str, str], int]  # (category, severity) -> index; 0 = none
+    names: tuple[str, ...]  # index -> name
+    categories: frozenset[str]
+
+    def name_of(self, category: str, severity: str) -> str:
+        return self.names[self.class_of(category, severity)]
 
 
 class Metrics:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from ..errors import StoreUnavailable
-from ..metrics import Decisions
+from ..metrics import Classes, Decisions
 from ..models import Decision, Event
 from .fallback import Fallback
 from .limiter import Limiter
@@ -22,8 +22,12 @@ class Admission:
     def __init__(self, limiter: Limiter, fallback: Fallback | None, decisions: Decisions) -> None:
         self.limiter, self.fallback, self._decisions = limiter, fallback, decisions
         policy = limiter.policy  # overrides change rules, never the classes: this mapping holds
-        self._class_of = policy.class_of if policy.reserves else None
-        decisions.class_names = ["none", *(reserve.name for reserve in policy.reserves)]
+        critical = any(reserve.kind == "severity" for reserve in policy.reserves)
+        self._count_critical = decisions.count_critical if critical else None
+        if policy.reserves:
+            names = ("none", *(reserve.name for reserve in policy.reserves))
+            reserved = frozenset(r.name for r in policy.reserves if r.kind == "category")
+            decisions.classes_of(Classes(policy.class_of, names, reserved))
 
     async def decide(self, event: Event) -> Decision:
         """Run one event through the limiter and count the outcome."""
@@ -38,8 +42,6 @@ class Admission:
                     raise
                 decision = self.fallback.admit(event, self.limiter.policy)
         self._decisions.count(event.category, decision.outcome, decision.level, time.perf_counter() - started)
-        if self._class_of is not None:
-            self._decisions.count_class(
-                self._class_of(event.category, event.severity), decision.outcome, decision.level
-            )
+        if self._count_critical is not None and event.severity == "critical":  # its class may not be its category's
+            self._count_critical(event.category, decision.outcome, decision.level)
         return decision

@@ -1,0 +1,56 @@
+"""Metrics stay bounded whatever the categories, and count per class at scrape time."""
+
+from __future__ import annotations
+
+from builders import build_limiter
+from prometheus_client import generate_latest
+
+from notifier.admission.admit import Admission
+from notifier.metrics import Metrics
+from notifier.models import Event, Outcome
+from notifier.settings import load_settings
+from notifier.store.client import connect
+
+
+def series(metrics: Metrics, name: str) -> dict[str, float]:
+    text = generate_latest(metrics.registry).decode()
+    return {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if line.startswith(name)}
+
+
+def test_category_labels_are_capped_and_totals_stay_exact():
+    metrics = Metrics(max_categories=3)
+    for i in range(10):
+        metrics.decisions.count(f"c{i}", Outcome.DROPPED, "global", 0.001)
+    counted = series(metrics, "notifier_events_total")
+    assert len(counted) == 4 and counted['notifier_events_total{category="(other)",outcome="dropped_global"}'] == 7
+    assert sum(counted.values()) == 10
+
+
+async def test_decisions_are_counted_per_class():
+    settings = load_settings(
+        global_limit="10/30m",
+        category_limit="10/30m",
+        digest_interval=0,
+        category_reserves={"payments": "20%"},
+        critical_reserve="10%",
+        max_categories=1,
+    )
+    limiter, _ = build_limiter(settings, connect(None))
+    metrics = Metrics(max_categories=1)
+    admission = Admission(limiter, None, metrics.decisions)
+    events = (
+        [("noisy", "info")] * 9 + [("payments", "info")] * 3 + [("payments", "critical")] * 2 + [("db", "critical")]
+    )
+    for category, severity in events:
+        await admission.decide(Event(category=category, text="x", severity=severity))
+    await limiter.flush()
+    assert series(metrics, "notifier_class_events_total") == {
+        'notifier_class_events_total{class="critical",outcome="accepted"}': 1,
+        'notifier_class_events_total{class="critical",outcome="dropped_global"}': 2,
+        'notifier_class_events_total{class="none",outcome="accepted"}': 7,
+        'notifier_class_events_total{class="none",outcome="dropped_global"}': 2,
+        'notifier_class_events_total{class="payments",outcome="accepted"}': 2,
+        'notifier_class_events_total{class="payments",outcome="dropped_global"}': 1,
+    }
+    # A reserved category is named, whatever the cap (here 1, taken by "noisy").
+    assert 'notifier_events_total{category="payments",outcome="accepted"}' in series(metrics, "notifier_events_total")
