@@ -146,6 +146,17 @@ class Metrics:
         self.rejected = Counter(
             "notifier_requests_rejected", "Requests refused before any decision, by HTTP status", ["status"], registry=r
         )
+        self._delivery_metrics(r)
+        self._level_metrics(r)
+        self._edit_metrics(r)
+        self._store_failures: Callable[[], int] = lambda: 0
+        r.register(
+            _Callback(
+                lambda: [_counter("notifier_store_errors", "Calls to the store that failed", self._store_failures())]
+            )
+        )
+
+    def _delivery_metrics(self, r: CollectorRegistry) -> None:
         self.deliveries = Counter(
             "notifier_deliveries",
             "Slack sends by outcome (delivered, duplicate, rate_limited, failed, dead_lettered, reclaimed)",
@@ -171,6 +182,11 @@ class Metrics:
         )
         self.dead_letters = Gauge("notifier_dead_letters", "Entries in the dead-letter stream", registry=r)
         self.digests = Counter("notifier_digests", "Digests of suppressed events claimed by this replica", registry=r)
+        self.replies = Counter(
+            "notifier_replies", "Resolutions posted (in their alert's thread where the sink can)", registry=r
+        )
+
+    def _level_metrics(self, r: CollectorRegistry) -> None:
         self.global_used = Gauge(
             "notifier_global_slots",
             "Events in the window of each global rule (used) and its count (limit)",
@@ -190,6 +206,14 @@ class Metrics:
             ["rule", "class", "state"],
             registry=r,
         )
+        self.overrides = Counter(
+            "notifier_override_changes",
+            "Overrides put or removed through this replica, by action (put, delete) and source (api, slack)",
+            ["action", "source"],
+            registry=r,
+        )
+
+    def _edit_metrics(self, r: CollectorRegistry) -> None:
         self.edits = Counter(
             "notifier_edits",
             "Edits of posted messages by outcome (edited, rate_limited, failed, gone, refused)",
@@ -201,21 +225,6 @@ class Metrics:
             "Time an edit waited for the fleet's edit budget (NOTIFIER_UPDATE_RATE)",
             registry=r,
             buckets=(0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300),
-        )
-        self.replies = Counter(
-            "notifier_replies", "Resolutions posted (in their alert's thread where the sink can)", registry=r
-        )
-        self.overrides = Counter(
-            "notifier_override_changes",
-            "Overrides put or removed through this replica, by action (put, delete) and source (api, slack)",
-            ["action", "source"],
-            registry=r,
-        )
-        self._store_failures: Callable[[], int] = lambda: 0
-        r.register(
-            _Callback(
-                lambda: [_counter("notifier_store_errors", "Calls to the store that failed", self._store_failures())]
-            )
         )
 
     def watch_store(self, store: _HasFailures) -> None:
