@@ -202,6 +202,8 @@ class Delivery:
             finally:
                 self._metrics.slack_seconds.observe(time.perf_counter() - started)
             await self._settle(taken, posted=posted, shown=shown)
+            if isinstance(taken.entry, EventEntry) and taken.entry.reply:
+                self._metrics.replies.inc()
             return
 
     async def _prepare(self, taken: Taken) -> tuple[Message, int]:
@@ -211,7 +213,6 @@ class Delivery:
             return digest_message(entry), 0
         event = {**entry.event, "category": entry.category}
         if entry.reply:
-            self._metrics.replies.inc()
             return await self._resolution(entry, event), 0
         record = (
             await until_answered("reading a record", read_record, self._store, entry.record) if entry.record else None

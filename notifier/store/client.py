@@ -18,6 +18,7 @@ deadline in the store's clock, after which the script does nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -142,6 +143,8 @@ class Store:
     async def close(self) -> None:
         if self._probe is not None:
             self._probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe
         await self.redis.aclose()
 
 
