@@ -18,6 +18,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from prometheus_client import Counter
+
 from ..errors import StoreUnavailable
 from ..policy import Override, Policy
 from ..rules import Rules, parse_rules, rules_text
@@ -35,9 +37,12 @@ CLOCK_EVERY = 5.0  # seconds between two samples of the store's clock
 class Overrides:
     """The fleet's overrides, and this replica's policy snapshot kept in step with them."""
 
-    def __init__(self, store: Store, scripts: Scripts, keys: Keys, defaults: Policy, limiter: Limiter) -> None:
+    def __init__(
+        self, store: Store, scripts: Scripts, keys: Keys, defaults: Policy, limiter: Limiter, changes: Counter
+    ) -> None:
         self._store, self._scripts, self._keys = store, scripts, keys
         self._defaults, self._limiter = defaults, limiter
+        self._changes = changes  # notifier_override_changes_total{action, source}
         self._clock_at = 0.0
         limiter.reload = self.refresh
 
@@ -84,6 +89,7 @@ class Overrides:
             self._scripts.override, self._keys.override_keys, ["put", level, rules_text(rules), for_ms or 0, by]
         )
         override = Override(level, rules, int(as_text(until)) if as_text(until) else None, by)
+        self._changes.labels("put", _source(by)).inc()
         log.info(
             "override of %s by %s: %s%s",
             level,
@@ -98,6 +104,7 @@ class Overrides:
         """Remove the override of ``level``; False when none was in force."""
         removed, _ = await self._store.run(self._scripts.override, self._keys.override_keys, ["delete", level])
         if int(removed):
+            self._changes.labels("delete", _source(by)).inc()
             log.info("override of %s removed by %s", level, by)
             await self._refresh_now()
         return bool(int(removed))
@@ -107,6 +114,11 @@ class Overrides:
             await self.refresh()
         except StoreUnavailable as exc:  # the watch will read it within a second
             log.warning("could not read the overrides again: %s", exc)
+
+
+def _source(by: str) -> str:
+    """Where a change came from, for the metric: a Slack click, or the API (a token, or anyone)."""
+    return "slack" if by.startswith("slack:") else "api"
 
 
 def _read(level: str, value: str) -> Override | None:

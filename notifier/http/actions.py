@@ -126,14 +126,12 @@ async def _mute(gateway: Gateway, click: Click) -> str:
     override = await gateway.overrides.put(
         click.category, parse_rules(f"0/{MUTE_FOR}"), for_ms, f"slack:<@{click.user}>"
     )
-    gateway.metrics.overrides.labels("put", "slack").inc()
     until = time.strftime("%H:%M UTC", time.gmtime((override.until_us or 0) / 1e6))
     return f"Muted {escape(click.category)} until {until} by <@{click.user}>"
 
 
 async def _unmute(gateway: Gateway, click: Click) -> str:
-    if await gateway.overrides.delete(click.category, f"slack:<@{click.user}>"):
-        gateway.metrics.overrides.labels("delete", "slack").inc()
+    await gateway.overrides.delete(click.category, f"slack:<@{click.user}>")
     return f"Unmuted {escape(click.category)} by <@{click.user}>"
 
 

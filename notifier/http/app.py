@@ -46,7 +46,7 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
         sink = make_sink(settings, session)
         defaults = Policy.from_settings(settings)
         limiter = Limiter(store, scripts, keys, settings, defaults, edits=sink.edits)
-        overrides = Overrides(store, scripts, keys, defaults, limiter)
+        overrides = Overrides(store, scripts, keys, defaults, limiter, metrics.overrides)
         with contextlib.suppress(StoreUnavailable):  # else the watch reads them once the store answers
             await overrides.refresh()
         fallback = (

@@ -149,7 +149,6 @@ async def put_limit(request: web.Request) -> web.StreamResponse:
     if for_ms is not None and for_ms < 1:
         raise _invalid("for", "must be a positive duration, e.g. 1h")
     override = await gateway.overrides.put(level, rules, for_ms, who)
-    gateway.metrics.overrides.labels("put", "api").inc()
     return json_response({"level": level, **_override_view(override)})
 
 
@@ -160,7 +159,6 @@ async def delete_limit(request: web.Request) -> web.StreamResponse:
     level = _level(request, gateway)
     if not await gateway.overrides.delete(level, who):
         raise ApiError(404, f"no override of {level} is in force")
-    gateway.metrics.overrides.labels("delete", "api").inc()
     rules = gateway.admission.limiter.policy.default_rules(level)
     return json_response({"level": level, "rules": rules_text(rules), "until": None})
 
