@@ -20,7 +20,7 @@ from ..store.client import as_text
 from ..store.keys import Keys
 
 MAX_REMEMBERED = 10_000  # categories held in per-category caches: names come from clients
-MODES = {None: 0, "firing": 1, "resolved": 2}  # an event's dedup mode: no dedup_key, or its status
+MODES = {"firing": 1, "resolved": 2}  # the dedup mode of an event with a dedup_key, by its status (0: none)
 
 
 def rule_args(rules: Rules) -> list[int]:

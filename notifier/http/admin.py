@@ -41,6 +41,7 @@ async def stats_view(gateway: Gateway) -> dict[str, Any]:
         "dropped_by_limit": {level: counts.get(Stat.dropped_by(level), 0) for level in (GLOBAL, "category")},
         "by_category": dict(sorted(by_category.items())),
         "duplicates": counts.get(Stat.DUPLICATE, 0),
+        "resolved": counts.get(Stat.RESOLVED, 0),
         "delivered": counts.get(Stat.DELIVERED, 0),
         "delivered_again": counts.get(Stat.DELIVERED_AGAIN, 0),
         "dead_lettered": counts.get(Stat.DEAD_LETTERED, 0),

@@ -79,7 +79,3 @@ class Stat:
     def dropped_by(level: str) -> str:
         """Drops refused by ``level`` (``global`` or ``category``)."""
         return f"dropped_{level}"
-
-    @staticmethod
-    def of_category(outcome: str, category: str) -> str:
-        return f"{outcome}:{category}"

@@ -268,7 +268,7 @@ def test_resolution_is_a_reply_in_the_thread_and_edits_the_message(redis_url, tm
         # Counted in no limit and not in accepted, on either replica.
         for gw in (a, b):
             stats = gw.get("/v1/stats")[1]
-            assert stats["accepted"] == 1 and stats["dropped"] == 0, stats
+            assert stats["accepted"] == 1 and stats["dropped"] == 0 and stats["resolved"] == 1, stats
             limits = gw.get("/v1/limits")[1]
             assert limits["global"][0]["used"] == 1 and limits["categories"]["db"][0]["used"] == 1, limits
         assert _metric(b, "notifier_resolved_total", '{category="db"}') == 1
