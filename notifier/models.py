@@ -13,6 +13,18 @@ Severity = Literal["info", "warning", "error", "critical"]
 Status = Literal["firing", "resolved"]
 FieldName = Annotated[str, Field(min_length=1, max_length=100)]
 FieldValue = Annotated[str, Field(max_length=1000)]
+# An absolute http(s) URL of printable ASCII with a host: what Slack takes as a button's url.
+URL_PATTERN = r"^https?://[A-Za-z0-9\[][!-~]*$"
+MAX_URL = 3000  # characters of a button's url (Block Kit)
+
+
+class Link(BaseModel):
+    """A link button on an event's message."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: str = Field(min_length=1, max_length=75, description="the button's label")
+    url: str = Field(max_length=MAX_URL, pattern=URL_PATTERN, description="http:// or https://")
 
 
 class Event(BaseModel):
@@ -28,6 +40,7 @@ class Event(BaseModel):
     fields: dict[FieldName, FieldValue] = Field(default_factory=dict, max_length=20)
     dedup_key: str | None = Field(None, min_length=1, max_length=200)
     status: Status = "firing"
+    links: list[Link] = Field(default_factory=list, max_length=5)
 
 
 class Outcome(str, Enum):

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from .rules import Rule, Rules, longest_ms
+from .settings import GLOBAL as GLOBAL  # the global level's name, re-exported: policy speaks of levels
 from .settings import Settings
 
-GLOBAL = "global"  # the name of the global level; every other level is a category
 CATEGORY = "category"  # what a refusal names for a category's own level
 CRITICAL_CLASS = "severity:critical"
 

@@ -27,6 +27,9 @@ CATEGORY_PATTERN = r"^[A-Za-z0-9_.:\-]{1,64}$"
 _CATEGORY = re.compile(CATEGORY_PATTERN)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+GLOBAL = "global"  # the global level's name: no category may have it
+MAX_MUTE_CHOICES = 5  # what one Slack menu shows without scrolling (an overflow menu holds 5)
+MAX_CHOICE = 20  # characters of one mute choice: it is a select option's value and part of its label
 
 
 def _comma_list(value: object) -> tuple[str, ...]:
@@ -48,6 +51,21 @@ def _json_object(value: object) -> dict[str, Any]:
 
 def _duration(value: object) -> int:
     return value if isinstance(value, int) else parse_duration_ms(str(value))
+
+
+def _mute_choices(value: object) -> tuple[str, ...]:
+    """1 to 5 distinct durations, each above 0, in the order given."""
+    choices = _comma_list(value)
+    if not 1 <= len(choices) <= MAX_MUTE_CHOICES:
+        raise ValueError(f"give 1 to {MAX_MUTE_CHOICES} durations, e.g. 1h,4h,24h")
+    if max(map(len, choices)) > MAX_CHOICE:
+        raise ValueError(f"a duration is longer than {MAX_CHOICE} characters")
+    lengths = [parse_duration_ms(choice) for choice in choices]
+    if min(lengths) <= 0:
+        raise ValueError("a mute must last longer than 0")
+    if len(set(lengths)) != len(lengths):
+        raise ValueError("a duration is given twice")
+    return choices
 
 
 def _shares(value: object) -> dict[str, Fraction]:
@@ -86,6 +104,7 @@ class Settings(BaseSettings):
     category_channels: Annotated[dict[str, str], NoDecode, BeforeValidator(_json_object)] = {}
     channel_rate: RulesSetting = parse_rules("1/1s")
     update_rate: RulesSetting = parse_rules("40/1m")
+    mute_choices: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_mute_choices)] = ("1h", "4h", "24h")
     api_tokens: CommaList | None = None
     key_prefix: str = Field("notifier", pattern=r"^[A-Za-z0-9_.:\-]{1,64}$")
     digest_interval: DurationMs = 300_000
@@ -104,6 +123,8 @@ class Settings(BaseSettings):
         bad = [name for name in value if not _CATEGORY.match(name)]
         if bad:
             raise ValueError(f"invalid category name(s): {', '.join(map(repr, bad))}")
+        if GLOBAL in value:
+            raise ValueError(f"{GLOBAL!r} is the name of the global level, not a category")
         return value
 
     @field_validator("categories")

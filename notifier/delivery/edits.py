@@ -28,7 +28,7 @@ from ..errors import MessageGone, Permanent, RateLimited, Transient
 from ..metrics import Metrics
 from ..outbox import EventEntry, decode
 from ..rules import Rule
-from ..slack.messages import MUTE, Message, MessageState, edited_message, event_message
+from ..slack.messages import MUTE, MUTE_FOR, Message, MessageState, edited_message, event_message
 from ..slack.sinks import Posted, Sink
 from ..store.client import Store, as_text
 from ..store.keys import Keys
@@ -66,29 +66,36 @@ class Record:
         entry = decode(self.fields) if "e" in self.fields else None
         return entry if isinstance(entry, EventEntry) else None
 
-    def state(self, buttons: bool) -> MessageState:
-        """Repeats, resolution and banner, and the button the message should carry."""
+    def state(self, choices: tuple[str, ...]) -> MessageState:
+        """Repeats, resolution and banner, and the controls the message should carry.
+
+        ``choices`` are the mute durations the gateway offers; none when its
+        messages carry no controls (no signing secret, or a sink that cannot edit).
+        """
         fields = self.fields
-        button = fields.get("button") or (MUTE if buttons else "")
+        button = fields.get("button") or MUTE
         return MessageState(
             seen=int(fields.get("n", 1)),
             last_us=int(fields.get("last", 0)),
             resolved=fields.get("resolved") == "1",
             banner=fields.get("banner", ""),
-            button=button if buttons else "",
+            button=button if choices else "",
             record=self.key if "e" in fields else "",
+            choices=choices,
         )
 
-    def message(self, buttons: bool) -> Message | None:
-        """The message as it should read now, or None when the record cannot say."""
+    def message(self, choices: tuple[str, ...]) -> Message | None:
+        """The message as it should read now, or None when the record cannot say (``choices``: see :meth:`state`)."""
         posted, entry = self.posted, self.event_entry
         if posted is None:
             return None
         if entry is not None:
-            return event_message(posted.channel_id, {**entry.event, "category": entry.category}, self.state(buttons))
+            return event_message(posted.channel_id, {**entry.event, "category": entry.category}, self.state(choices))
         base = json.loads(self.fields.get("base", "[]"))
         category = self.fields.get("category", "")
-        return edited_message(posted.channel_id, base, self.fields.get("text", ""), self.state(True), category)
+        return edited_message(
+            posted.channel_id, base, self.fields.get("text", ""), self.state(choices or (MUTE_FOR,)), category
+        )
 
 
 async def read_record(store: Store, key: str) -> Record | None:
@@ -101,10 +108,17 @@ class Editor:
     """Makes the edits that are due, within the fleet's edit budget."""
 
     def __init__(
-        self, store: Store, scripts: Scripts, keys: Keys, update_rate: Rule, sink: Sink, metrics: Metrics, buttons: bool
+        self,
+        store: Store,
+        scripts: Scripts,
+        keys: Keys,
+        update_rate: Rule,
+        sink: Sink,
+        metrics: Metrics,
+        choices: tuple[str, ...],
     ) -> None:
         self._store, self._scripts, self._keys = store, scripts, keys
-        self._sink, self._metrics, self._buttons = sink, metrics, buttons
+        self._sink, self._metrics, self._choices = sink, metrics, choices
         self._pacer = Pacer(store, scripts, update_rate)
         self._bucket = Bucket(keys.update_pace, keys.update_cooldown, keys.cooldown_all)
         self._failures: dict[str, int] = {}
@@ -135,7 +149,7 @@ class Editor:
 
     async def _edit(self, key: str) -> None:
         record = await until_answered("reading a record", read_record, self._store, key)
-        message = record.message(self._buttons) if record else None
+        message = record.message(self._choices) if record else None
         if record is None or message is None or record.posted is None:
             await self._done(key, "drop")
             return

@@ -64,8 +64,9 @@ class Delivery:
         self._group = ConsumerGroup(store, scripts, keys, settings.consumer_name, block_ms)
         self._pacer = Pacer(store, scripts, settings.channel_rate[0])
         self._digests = Digests(store, scripts, keys)
-        self._buttons = bool(settings.slack_signing_secret) and sink.edits and sink.paced
-        self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._buttons)
+        controls = bool(settings.slack_signing_secret) and sink.edits and sink.paced
+        self._choices = settings.mute_choices if controls else ()  # none: messages carry no controls
+        self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._choices)
         self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
         self._held: dict[str, Taken] = {}
         self._sending: set[str] = set()
@@ -218,8 +219,9 @@ class Delivery:
             await until_answered("reading a record", read_record, self._store, entry.record) if entry.record else None
         )
         if record is None or record.fields.get("id") != entry.id:  # not an alert, or its record is gone
-            return event_message(entry.channel, event, MessageState(button=MUTE if self._buttons else "")), 0
-        return event_message(entry.channel, event, record.state(self._buttons)), record.version
+            state = MessageState(button=MUTE if self._choices else "", choices=self._choices)
+            return event_message(entry.channel, event, state), 0
+        return event_message(entry.channel, event, record.state(self._choices)), record.version
 
     async def _resolution(self, entry: EventEntry, event: dict[str, Any]) -> Message:
         """A resolution's reply, in the thread of its alert's message once that is posted.

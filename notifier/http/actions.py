@@ -22,14 +22,15 @@ from aiohttp import web
 from slack_sdk.signature import SignatureVerifier
 
 from ..rules import parse_duration_ms, parse_rules
-from ..settings import CATEGORY_PATTERN
-from ..slack.messages import MUTE, MUTE_FOR, UNMUTE, escape, is_state_block
+from ..settings import CATEGORY_PATTERN, MAX_CHOICE
+from ..slack.messages import CONTROLS, LINK, MUTE, MUTE_FOR, UNMUTE, escape, is_state_block
 from .answers import ApiError, json_response
 from .state import GATEWAY, Gateway
 
 _CATEGORY = re.compile(CATEGORY_PATTERN)
 _SLACK_ID = re.compile(r"^[A-Z0-9]{1,32}$")  # users, channels: only these characters reach a message
 _TS = re.compile(r"^\d{1,12}\.\d{1,9}$")
+_DIGEST = re.compile(r"^[0-9a-f]{32}$")  # how an alert's record is named (Keys.record)
 MESSAGE_RECORD_MS = 7 * 86_400_000  # how long a clicked message's record is kept for further clicks
 # Slack sends the clicked message whole: the largest event's message is about 125 KB form-encoded,
 # beyond the 64 KiB the other routes accept.
@@ -39,15 +40,16 @@ _BANNER = re.compile(r"^(?:Muted .+ until \d\d:\d\d UTC|Unmuted .+) by <@[A-Z0-9
 
 
 class Click(NamedTuple):
-    """One button click, as read from Slack's payload."""
+    """One click on a message's control, as read from Slack's payload."""
 
-    action: str  # "mute" or "unmute"
+    action: str  # "mute", "unmute" or "link"
     category: str
     record: str  # the alert's record, "" for another message
     user: str
     channel_id: str
     ts: str
     message: dict[str, Any]  # the message as Slack showed it
+    duration: str = MUTE_FOR  # how long a mute lasts: the choice clicked
 
 
 async def post_action(request: web.Request) -> web.StreamResponse:
@@ -61,6 +63,8 @@ async def post_action(request: web.Request) -> web.StreamResponse:
     ):
         raise ApiError(401, "bad or stale Slack signature")
     click = read_click(raw, gateway)
+    if click.action == LINK:  # Slack opened the link; there is nothing to do here
+        return json_response({"status": "ok", "action": LINK})
     banner = await (_mute(gateway, click) if click.action == MUTE else _unmute(gateway, click))
     await _mark(gateway, click, banner)
     return json_response({"status": "ok", "action": click.action, "category": click.category})
@@ -94,20 +98,47 @@ def read_click(raw: bytes, gateway: Gateway) -> Click:
     try:
         payload = json.loads(parse_qs(raw.decode(), strict_parsing=True)["payload"][0])
         action = payload["actions"][0]
-        value = json.loads(action["value"])
+        action_id = str(action["action_id"])
+        if payload.get("type") == "block_actions" and action_id.startswith(LINK + ":"):
+            return Click(LINK, "", "", "", "", "", {})
+        category, record, duration = _target(action, gateway)
         click = Click(
-            str(action["action_id"]),
-            str(value["category"]),
-            str(value.get("record") or ""),
+            action_id,
+            category,
+            record,
             str(payload["user"]["id"]),
             str(payload["container"]["channel_id"]),
             str(payload["container"]["message_ts"]),
             payload.get("message") or {},
+            duration,
         )
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise ApiError(400, f"not a Slack block_actions request: {type(exc).__name__}") from exc
     if payload.get("type") != "block_actions" or click.action not in (MUTE, UNMUTE):
         raise ApiError(400, f"unknown action {click.action!r}")
+    _check(click, gateway)
+    return click
+
+
+def _target(action: dict[str, Any], gateway: Gateway) -> tuple[str, str, str]:
+    """The category, alert record and mute duration a control names.
+
+    A button carries them in its value (JSON); a select's option has room for
+    the duration only, and the category and record come from its block's id
+    (``notifier-state-actions:<category>:<record digest>``).
+    """
+    if "selected_option" in action:
+        category, _, digest = str(action["block_id"]).removeprefix(CONTROLS).rpartition(":")
+        if not str(action["block_id"]).startswith(CONTROLS) or (digest and not _DIGEST.match(digest)):
+            raise ValueError("not a control of this gateway")
+        record = gateway.keys.record_of(category, digest) if digest else ""
+        return category, record, str(action["selected_option"]["value"])
+    value = json.loads(action["value"])
+    return str(value["category"]), str(value.get("record") or ""), str(value.get("for") or MUTE_FOR)
+
+
+def _check(click: Click, gateway: Gateway) -> None:
+    """A 400 unless every part of the click is one this gateway could have written."""
     if not (
         _CATEGORY.match(click.category)
         and _SLACK_ID.match(click.user)
@@ -118,13 +149,21 @@ def read_click(raw: bytes, gateway: Gateway) -> Click:
         raise ApiError(400, "the action names no valid category, user, channel or message")
     if click.record and not click.record.startswith(gateway.keys.base + "alert:"):
         raise ApiError(400, "the action names no alert of this gateway")
-    return click
+    if click.action == MUTE and not _mute_length(click.duration):
+        raise ApiError(400, f"the action names no mute duration ({click.duration[:20]!r})")
+
+
+def _mute_length(duration: str) -> int:
+    """The mute's length in ms; 0 when ``duration`` is none a message could offer."""
+    try:
+        return max(0, parse_duration_ms(duration)) if len(duration) <= MAX_CHOICE else 0
+    except ValueError:
+        return 0
 
 
 async def _mute(gateway: Gateway, click: Click) -> str:
-    for_ms = parse_duration_ms(MUTE_FOR)
     override = await gateway.overrides.put(
-        click.category, parse_rules(f"0/{MUTE_FOR}"), for_ms, f"slack:<@{click.user}>"
+        click.category, parse_rules(f"0/{click.duration}"), _mute_length(click.duration), f"slack:<@{click.user}>"
     )
     until = time.strftime("%H:%M UTC", time.gmtime((override.until_us or 0) / 1e6))
     return f"Muted {escape(click.category)} until {until} by <@{click.user}>"

@@ -49,8 +49,13 @@ async def stats_view(gateway: Gateway) -> dict[str, Any]:
 
 
 async def get_dead(request: web.Request) -> web.StreamResponse:
-    """``GET /v1/dead``: ``{"count": N, "entries": [...], "counters": {...}}``."""
-    dead = request.app[GATEWAY].dead_letters
+    """``GET /v1/dead``: ``{"count": N, "entries": [...], "counters": {...}}``.
+
+    What failed and why is event content: with ``NOTIFIER_API_TOKENS`` set it needs a token.
+    """
+    gateway = request.app[GATEWAY]
+    check_token(request, gateway.settings.api_tokens)
+    dead = gateway.dead_letters
     return json_response(
         {"count": await dead.count(), "entries": await dead.oldest(), "counters": await dead.counters()}
     )

@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..models import Event, Severity
+from ..models import MAX_URL, URL_PATTERN, Event, Link, Severity
 from .answers import ApiError, json_response
 from .events import decision_body
 from .input import read_json, unknown_category, validation_details
@@ -42,6 +42,7 @@ class Alert(BaseModel):
     annotations: dict[str, str] = {}
     startsAt: str = ""
     fingerprint: str = ""
+    generatorURL: str = ""
 
 
 class Payload(BaseModel):
@@ -52,6 +53,21 @@ class Payload(BaseModel):
     version: str = "4"
     status: str = ""
     alerts: list[Alert] = Field(max_length=MAX_ALERTS)
+
+
+_URL = re.compile(URL_PATTERN)
+# Where an alert's links come from, and their labels: the rule that fired, then its annotations.
+_LINKS = (("Source", None), ("Runbook", "runbook_url"), ("Dashboard", "dashboard_url"))
+
+
+def links_of(alert: Alert) -> list[Link]:
+    """``generatorURL``, ``runbook_url`` and ``dashboard_url`` as link buttons.
+
+    One Slack would refuse (not an absolute http(s) URL, or too long) is left out,
+    never the alert: Alertmanager sends what its users configured.
+    """
+    urls = [(text, alert.annotations.get(name, "") if name else alert.generatorURL) for text, name in _LINKS]
+    return [Link(text=text, url=url) for text, url in urls if len(url) <= MAX_URL and _URL.match(url)]
 
 
 _TIMESTAMP = re.compile(r"^(.*?T\d\d:\d\d:\d\d)(?:\.(\d+))?(.*)$")
@@ -103,6 +119,7 @@ def to_event(alert: Alert, label: str) -> Event:
         fields=dict(list(fields.items())[:20]),
         dedup_key=f"am:{identity}:{normal_time(alert.startsAt)}",
         status="resolved" if alert.status == "resolved" else "firing",
+        links=links_of(alert),
     )
 
 

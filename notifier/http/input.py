@@ -19,7 +19,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from ..models import Event
-from ..policy import Policy
+from ..policy import GLOBAL, Policy
 from .answers import ApiError
 from .auth import check_token
 
@@ -156,7 +156,9 @@ def parse_event(raw: bytes, policy: Policy) -> Event:
 
 
 def unknown_category(category: str, policy: Policy) -> str | None:
-    """What is wrong with ``category`` when ``NOTIFIER_CATEGORIES`` is set and does not name it."""
+    """What is wrong with ``category``: the global level's name, or one ``NOTIFIER_CATEGORIES`` does not name."""
+    if category == GLOBAL:
+        return f"{GLOBAL!r} is the name of the global level, not a category"
     if policy.allows(category):
         return None
     return f"unknown category {category!r}"
@@ -174,7 +176,8 @@ def _plain_event(raw: bytes) -> Event | None:
         event = Event.model_validate_json(raw)
     except ValidationError:
         return None
-    return event if _no_key_repeated(raw, len(event.model_fields_set) + len(event.fields)) else None
+    keys = len(event.model_fields_set) + len(event.fields) + 2 * len(event.links)  # a link has text and url
+    return event if _no_key_repeated(raw, keys) else None
 
 
 def _validated_event(body: object) -> Event:

@@ -219,8 +219,13 @@ def _post(model: type[BaseModel], summary: str, answers: Doc, required: bool = T
     }
 
 
-def _get(model: type[BaseModel], summary: str, extra: Doc | None = None) -> Doc:
-    return {"get": {"summary": summary, "responses": {"200": _json(summary, model), **(extra or {})}}}
+def _get(model: type[BaseModel], summary: str, extra: Doc | None = None, content: bool = False) -> Doc:
+    """A read; ``content``: it shows event content, so it needs the token (counts stay open)."""
+    doc: Doc = {"summary": summary, "responses": {"200": _json(summary, model), **(extra or {})}}
+    if content:
+        doc["security"] = TOKEN
+        doc["responses"]["401"] = _json("missing or wrong bearer token", Problem)
+    return {"get": doc}
 
 
 def _limits_paths() -> Doc:
@@ -307,7 +312,7 @@ def _ops_paths() -> Doc:
     text = {"description": "Prometheus text", "content": {"text/plain": {"schema": {"type": "string"}}}}
     return {
         "/v1/stats": _get(Stats, "Totals shared by all replicas", UNAVAILABLE),
-        "/v1/dead": _get(DeadLetters, "Dead letters and delivery counters", UNAVAILABLE),
+        "/v1/dead": _get(DeadLetters, "Dead letters and delivery counters", UNAVAILABLE, content=True),
         "/v1/dead/requeue": {
             "post": _post(
                 RequeueRequest,

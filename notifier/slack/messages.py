@@ -79,7 +79,7 @@ def event_head(event: dict[str, Any]) -> str:
 
 
 def event_blocks(event: dict[str, Any]) -> list[Block]:
-    """Title, text (split into sections), fields (10 per section) and the head as context."""
+    """Title, text (split into sections), fields (10 per section), link buttons and the head as context."""
     blocks = [section(f"*{fit(title, SECTION_TEXT - 2)}*")] if (title := event.get("title")) else []
     blocks += [section(part) for part in chunks(str(event["text"]), SECTION_TEXT)]
     # A name is at most 100 characters (500 escaped): the value gets the rest of a field.
@@ -88,6 +88,7 @@ def event_blocks(event: dict[str, Any]) -> list[Block]:
         for k, v in (event.get("fields") or {}).items()
     ]
     blocks += [{"type": "section", "fields": fields[i : i + FIELDS]} for i in range(0, len(fields), FIELDS)]
+    blocks += links_block(event.get("links") or [])
     blocks.append(context(event_head(event)))
     return blocks
 
@@ -106,7 +107,7 @@ def fit_text(text: str) -> str:
 
 @dataclass(frozen=True)
 class MessageState:
-    """What an event's message shows beyond the event: repeats, resolution, a mute, a button."""
+    """What an event's message shows beyond the event: repeats, resolution, a mute, its controls."""
 
     seen: int = 1  # times the alert was seen, the first event included
     last_us: int = 0  # when it was last seen (store clock, us)
@@ -114,22 +115,34 @@ class MessageState:
     banner: str = ""  # e.g. "Muted db until 14:05 UTC by <@U1>" (already escaped)
     button: str = ""  # "mute", "unmute" or "" (no actions on the message)
     record: str = ""  # the record a click on the button refers to
+    choices: tuple[str, ...] = ()  # the mute durations offered (NOTIFIER_MUTE_CHOICES)
 
 
-MUTE, UNMUTE = "mute", "unmute"
-MUTE_FOR = "1h"
+MUTE, UNMUTE, LINK = "mute", "unmute", "link"
+MUTE_FOR = "1h"  # the mute of a message posted before the choices existed (its button names none)
 STATE = "notifier-state-"  # the block_id prefix of the blocks a message's state adds
+CONTROLS = STATE + "actions:"  # block_id of the controls: this prefix, then "<category>:<record digest>"
+LINKS = "notifier-links"  # block_id of an event's link buttons (the event's own, kept by every edit)
+LINK_TEXT = 75  # characters of a button's label (Block Kit)
+OPTION_VALUE = 150  # characters of a select option's value (Block Kit)
+PLACEHOLDER = 150  # characters of a select's placeholder (Block Kit)
 
 
 def event_message(channel: str, event: dict[str, Any], state: MessageState | None = None) -> Message:
-    """A readable message for one event: title, text, severity, fields, and its state if any."""
+    """A readable message for one event: title, text, severity, fields, links, and its state if any."""
     state = state or MessageState()
     blocks, text = event_blocks(event), event_text(event)
     if state.resolved:
         blocks.insert(0, section(":white_check_mark: *Resolved*"))
         text = "Resolved: " + text
     text = fit_text("\n".join([text, *state_lines(state)]))
-    return Message(channel, text, blocks[: BLOCKS - 3] + state_blocks(state, str(event["category"])))
+    return with_state(Message(channel, text), blocks, state, str(event["category"]))
+
+
+def with_state(message: Message, own: list[Block], state: MessageState, category: str) -> Message:
+    """``message`` with its own blocks and the state's, cutting its own so that all fit in 50."""
+    added = state_blocks(state, category)
+    return Message(message.channel, message.text, own[: BLOCKS - len(added)] + added, message.thread_ts)
 
 
 def state_lines(state: MessageState) -> list[str]:
@@ -145,14 +158,14 @@ def state_lines(state: MessageState) -> list[str]:
 
 
 def state_blocks(state: MessageState, category: str) -> list[Block]:
-    """The blocks the gateway adds after a message's own: its state, and the button.
+    """The blocks the gateway adds after a message's own: its state, and its controls.
 
     Their ``block_id`` marks them as the gateway's, so a message Slack sends back
     with a click can be told apart from what was added (see :func:`is_state_block`).
     """
     blocks = [{**context(line), "block_id": f"{STATE}{i}"} for i, line in enumerate(state_lines(state))]
     if state.button:
-        blocks.append({**button_block(state.button, category, state.record), "block_id": f"{STATE}actions"})
+        blocks.append(controls_block(state, category))
     return blocks
 
 
@@ -161,21 +174,67 @@ def is_state_block(block: Block) -> bool:
     return str(block.get("block_id", "")).startswith(STATE)
 
 
-def button_block(action: str, category: str, record: str) -> Block:
-    """An actions block with the mute (or unmute) button of ``category``."""
-    label = f"Mute {category} for {MUTE_FOR}" if action == MUTE else f"Unmute {category}"
+def controls_block(state: MessageState, category: str) -> Block:
+    """An actions block with the mute control (or the unmute button) of ``category``.
+
+    Its ``block_id`` names the category and the alert's record (by its digest):
+    a select option's value has room for 150 characters only, so the duration
+    alone goes there, and Slack sends the block's id back with every click.
+    """
+    digest = state.record.rpartition(":")[2] if state.record else ""
+    control = mute_control(category, state) if state.button == MUTE else unmute_button(category, state.record)
+    return {"type": "actions", "block_id": f"{CONTROLS}{category}:{digest}", "elements": [control]}
+
+
+def mute_control(category: str, state: MessageState) -> Block:
+    """One button for one choice, else a static select of the choices (at most 5)."""
+    choices = state.choices or (MUTE_FOR,)
+    if len(choices) == 1:
+        return button(MUTE, f"Mute {category} for {choices[0]}", _value(category, state.record, choices[0]), "danger")
     return {
-        "type": "actions",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": action,
-                "text": {"type": "plain_text", "text": fit_plain(label, 75)},
-                "value": json.dumps({"category": category, "record": record}),
-                **({"style": "danger"} if action == MUTE else {}),
-            }
+        "type": "static_select",
+        "action_id": MUTE,
+        "placeholder": {"type": "plain_text", "text": fit_plain(f"Mute {category} for…", PLACEHOLDER)},
+        "options": [
+            {"text": {"type": "plain_text", "text": f"Mute for {choice}"}, "value": choice[:OPTION_VALUE]}
+            for choice in choices
         ],
     }
+
+
+def unmute_button(category: str, record: str) -> Block:
+    return button(UNMUTE, f"Unmute {category}", _value(category, record))
+
+
+def button(action: str, label: str, value: str, style: str = "") -> Block:
+    """A button (its label cut to Slack's 75 characters)."""
+    element: Block = {
+        "type": "button",
+        "action_id": action,
+        "text": {"type": "plain_text", "text": fit_plain(label, LINK_TEXT)},
+        "value": value,
+    }
+    return {**element, "style": style} if style else element
+
+
+def _value(category: str, record: str, duration: str = "") -> str:
+    return json.dumps({"category": category, "record": record, **({"for": duration} if duration else {})})
+
+
+def links_block(links: list[dict[str, str]]) -> list[Block]:
+    """The event's links as link buttons (Slack opens the url; the click changes nothing here)."""
+    if not links:
+        return []
+    elements = [
+        {
+            "type": "button",
+            "action_id": f"{LINK}:{i}",
+            "text": {"type": "plain_text", "text": fit_plain(str(link["text"]), LINK_TEXT)},
+            "url": str(link["url"]),
+        }
+        for i, link in enumerate(links[:5])
+    ]
+    return [{"type": "actions", "block_id": LINKS, "elements": elements}]
 
 
 def fit_plain(text: str, limit: int) -> str:
@@ -192,7 +251,7 @@ def reply_message(channel: str, thread_ts: str | None, event: dict[str, Any]) ->
 def edited_message(channel: str, base: list[Block], text: str, state: MessageState, category: str) -> Message:
     """A message clicked in Slack, as it was (``base``, its own state blocks removed) with its new state."""
     text = fit_text("\n".join([text, *state_lines(state)]))
-    return Message(channel, text, base[: BLOCKS - 3] + state_blocks(state, category))
+    return with_state(Message(channel, text), base, state, category)
 
 
 def digest_message(entry: DigestEntry) -> Message:

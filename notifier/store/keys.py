@@ -39,7 +39,10 @@ class Keys:
 
     def record(self, category: str, dedup_key: str) -> str:
         """An alert's record: its first event, repeats, state and Slack message identity."""
-        digest = hashlib.sha256(dedup_key.encode()).hexdigest()[:32]
+        return self.record_of(category, hashlib.sha256(dedup_key.encode()).hexdigest()[:32])
+
+    def record_of(self, category: str, digest: str) -> str:
+        """An alert's record by its category and the digest of its key (as a control names it)."""
         return f"{self.base}alert:{category}:{digest}"
 
     def message(self, channel_id: str, ts: str) -> str:

@@ -190,8 +190,8 @@ class Gateway:
     def post(self, body: object, path: str = "/v1/events", **kwargs):
         return http("POST", self.url + path, body, **kwargs)
 
-    def get(self, path: str):
-        return http("GET", self.url + path)
+    def get(self, path: str, headers: dict | None = None):
+        return http("GET", self.url + path, headers=headers)
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -86,6 +86,8 @@ SECTION_TEXT, SECTION_FIELDS, FIELD_TEXT = 3000, 10, 2000
 HEADER_TEXT, CONTEXT_ELEMENTS, ACTIONS_ELEMENTS = 150, 10, 25
 TEXT_OBJECT, MARKDOWN_TEXT, BLOCK_ID = 3000, 12_000, 255
 BUTTON_TEXT, ACTION_ID, BUTTON_VALUE, URL = 75, 255, 2000, 3000
+# static_select: placeholder, options (count, text, value); overflow: 2 to 5 options.
+PLACEHOLDER, SELECT_OPTIONS, OPTION_TEXT, OPTION_VALUE, OVERFLOW_OPTIONS = 150, 100, 75, 150, 5
 
 CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{8,}")
 CHANNEL_NAME = re.compile(r"[a-z0-9_-]{1,80}")
@@ -206,11 +208,44 @@ def _button(element: dict, p: str) -> list[Problem]:
     return problems
 
 
+def _options(element: dict, p: str, limit: int) -> list[Problem]:
+    options = element.get("options")
+    problems = _items(options, p + "/options", limit)
+    for i, option in enumerate(options if isinstance(options, list) else []):
+        if not isinstance(option, dict):
+            problems.append((f"{p}/options/{i}", "must be an option object"))
+            continue
+        problems += _text_object(option.get("text"), f"{p}/options/{i}/text", OPTION_TEXT, plain_only=True)
+        if not isinstance(option.get("value"), str) or not option["value"]:
+            problems.append((f"{p}/options/{i}/value", "must be more than 0 characters"))
+        problems += _too_long(option.get("value"), OPTION_VALUE, f"{p}/options/{i}/value")
+    return problems
+
+
+def _static_select(element: dict, p: str) -> list[Problem]:
+    problems = _options(element, p, SELECT_OPTIONS)
+    if "placeholder" in element:
+        problems += _text_object(element["placeholder"], p + "/placeholder", PLACEHOLDER, plain_only=True)
+    return problems
+
+
+def _overflow(element: dict, p: str) -> list[Problem]:
+    problems = _options(element, p, OVERFLOW_OPTIONS)
+    options = element.get("options")
+    if isinstance(options, list) and len(options) < 2:
+        problems.append((p + "/options", "must provide at least 2 items"))
+    return problems
+
+
+ELEMENT_CHECKS = {"button": _button, "static_select": _static_select, "overflow": _overflow}
+
+
 def _element(element: object, p: str) -> list[Problem]:
     if not isinstance(element, dict) or not isinstance(element.get("type"), str):
         return [(p, "must be an element object with a type")]
     problems = _too_long(element.get("action_id"), ACTION_ID, p + "/action_id")
-    return problems + (_button(element, p) if element["type"] == "button" else [])
+    check = ELEMENT_CHECKS.get(element["type"])
+    return problems + (check(element, p) if check else [])
 
 
 def _section(block: dict, p: str) -> list[Problem]:
@@ -772,7 +807,7 @@ def _find_button(message: dict, action_id: str) -> tuple[str, dict]:
 
 def block_actions_payload(
     action_id: str,
-    value: str,
+    value: str | None,
     user_id: str,
     channel_id: str,
     message_ts: str,
@@ -782,17 +817,26 @@ def block_actions_payload(
     channel_name: str = "alerts",
     response_url: str = "https://hooks.slack.com/actions/T0STANDIN0/1/standin",
 ) -> dict:
-    """A ``block_actions`` payload for a click on the button ``action_id`` of ``message``, as Slack sends it."""
-    block_id, button = _find_button(message, action_id)
-    action = {
-        "action_id": action_id,
-        "block_id": block_id or "standin",
-        "value": value,
-        "type": "button",
-        "action_ts": f"{time.time():.6f}",
-    }
-    if button.get("text"):
-        action["text"] = button["text"]
+    """A ``block_actions`` payload for a click on the element ``action_id`` of ``message``, as Slack sends it.
+
+    A button's action carries its ``value`` (none for a link button, which Slack opens); a select's
+    or an overflow menu's carries the chosen option as ``selected_option`` (``value`` names it).
+    """
+    block_id, element = _find_button(message, action_id)
+    kind = element.get("type", "button")
+    action: dict = {"action_id": action_id, "block_id": block_id or "standin", "type": kind}
+    if kind in ("static_select", "overflow"):
+        chosen = [o for o in element.get("options") or [] if o.get("value") == value]
+        if not chosen:
+            raise ValueError(f"{action_id!r} offers no option {value!r}")
+        action["selected_option"] = chosen[0]
+        if kind == "static_select":
+            action["placeholder"] = element.get("placeholder")
+    elif value is not None:
+        action["value"] = value
+    action["action_ts"] = f"{time.time():.6f}"
+    if element.get("text"):
+        action["text"] = element["text"]
     return {
         "type": "block_actions",
         "user": {"id": user_id, "username": username, "name": username, "team_id": TEAM_ID},

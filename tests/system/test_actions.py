@@ -28,7 +28,7 @@ BOUND = 1.0  # the contract's figure for an override to be in force everywhere
 CLICK_ANSWER = 3.0  # Slack's: a click is answered within 3 s
 
 
-def env(redis_url: str, slack, secret: str | None = SECRET) -> dict[str, str]:
+def env(redis_url: str, slack, secret: str | None = SECRET, choices: str | None = "1h") -> dict[str, str]:
     settings = {
         "NOTIFIER_REDIS_URL": redis_url,
         "NOTIFIER_API_TOKENS": API_TOKEN,
@@ -42,6 +42,8 @@ def env(redis_url: str, slack, secret: str | None = SECRET) -> dict[str, str]:
     }
     if secret:
         settings["NOTIFIER_SLACK_SIGNING_SECRET"] = secret
+    if choices:  # one choice: the mute control is one button (the default, three, is a menu)
+        settings["NOTIFIER_MUTE_CHOICES"] = choices
     return settings
 
 
@@ -49,8 +51,8 @@ def env(redis_url: str, slack, secret: str | None = SECRET) -> dict[str, str]:
 def make_fleet(redis_url, slack, tmp_path):
     started: list[Gateway] = []
 
-    def make(replicas: int = 3, secret: str | None = SECRET) -> list[Gateway]:
-        gateways = [Gateway(env(redis_url, slack, secret), log_dir=str(tmp_path)) for _ in range(replicas)]
+    def make(replicas: int = 3, secret: str | None = SECRET, choices: str | None = "1h") -> list[Gateway]:
+        gateways = [Gateway(env(redis_url, slack, secret, choices), log_dir=str(tmp_path)) for _ in range(replicas)]
         with ThreadPoolExecutor(replicas) as pool:
             list(pool.map(lambda g: g.start(), gateways))
         started.extend(gateways)
@@ -94,11 +96,28 @@ def the_button(message: dict, action_id: str) -> dict:
     return found[0]
 
 
-def click(gateway: Gateway, slack, ts: str, action_id: str, user: str = USER, **change: object):
-    """Click ``action_id`` on the message ``ts`` as Slack would: (status, answer, seconds, answered at)."""
+def control(message: dict, action_id: str) -> dict:
+    """The one element ``action_id`` of a message's actions blocks: a button or a menu."""
+    found = [
+        e
+        for b in message.get("blocks") or []
+        if b.get("type") == "actions"
+        for e in b["elements"]
+        if e.get("action_id") == action_id
+    ]
+    assert len(found) == 1, (action_id, message.get("blocks"))
+    return found[0]
+
+
+def click(
+    gateway: Gateway, slack, ts: str, action_id: str, user: str = USER, choice: str | None = None, **change: object
+):
+    """Click ``action_id`` on the message ``ts`` as Slack would (``choice``: the option picked in a menu):
+    (status, answer, seconds, answered at)."""
     message = slack.message_json(ts)
-    button = the_button(message, action_id)
-    payload = block_actions_payload(action_id, button["value"], user, slack.channel_id("#alerts"), ts, message)
+    element = control(message, action_id)
+    value = choice if element["type"] != "button" else element.get("value")
+    payload = block_actions_payload(action_id, value, user, slack.channel_id("#alerts"), ts, message)
     payload |= change
     body, headers = signed_action_request(SECRET, payload)
     started = time.monotonic()
@@ -424,3 +443,92 @@ def test_without_a_signing_secret_there_are_no_buttons_and_no_actions(make_fleet
     assert overrides(gateways[0]) == {}
     assert is_admitted(*send(gateways[0], "db"))
     assert slack.updates == [] and slack.refusals == []
+
+
+# ---------------------------------------------------------------- mute choices and links
+
+
+def test_mute_choices_are_a_menu_and_the_chosen_one_is_applied(make_fleet, slack):
+    """The default NOTIFIER_MUTE_CHOICES (1h, 4h, 24h): a menu; picking 4h mutes for 4 hours, fleet-wide."""
+    gateways = make_fleet(replicas=2, choices=None)
+    ts = post_event(gateways[0], slack, "db", "replication lag 12s on db-2", dedup_key="lag-db-2").ts
+    menu = control(slack.message_json(ts), "mute")
+    print(f"\nthe mute menu:\n{shown(slack, ts)}")
+    assert menu["type"] == "static_select" and [o["value"] for o in menu["options"]] == ["1h", "4h", "24h"]
+
+    status, answer, took, answered = click(gateways[1], slack, ts, "mute", choice="4h")
+    assert status == 200 and took < CLICK_ANSWER, answer
+    assert max(until_every_replica(gateways, "db", is_muted("db", "0/4h"), answered)) < BOUND
+    override = overrides(gateways[0])["db"]
+    assert override["rules"] == "0/4h" and answered + 4 * 3600 - 5 <= override["until"] <= answered + 4 * 3600
+    assert override["until"] == round(override["until"], 3), "until: unix seconds with a millisecond fraction"
+    until = time.strftime("%H:%M UTC", time.gmtime(override["until"]))
+    wait_for(edited_to(slack, ts, f"Muted db until {until} by <@{USER}>"), 20, what="the mute shown")
+    assert control(slack.message_json(ts), "unmute")["type"] == "button"
+
+    status, answer, _, answered = click(gateways[0], slack, ts, "unmute")
+    assert status == 200, answer
+    assert max(until_every_replica(gateways, "db", is_admitted, answered)) < BOUND
+    wait_for(edited_to(slack, ts, f"Unmuted db by <@{USER}>"), 20, what="the unmute shown")
+    assert control(slack.message_json(ts), "mute")["type"] == "static_select", "the menu is back"
+    assert slack.refusals == []
+
+
+def test_a_menu_click_that_names_no_control_or_duration_is_refused(make_fleet, slack):
+    gateways = make_fleet(replicas=1, choices="1h,2h")
+    ts = post_event(gateways[0], slack, "db", "cpu 97% on db-4").ts
+    message = slack.message_json(ts)
+    good = block_actions_payload("mute", "2h", USER, slack.channel_id("#alerts"), ts, message)
+    action = good["actions"][0]
+    bad = [
+        ("a block of another app", {**action, "block_id": "abc"}),
+        ("a record digest not hex", {**action, "block_id": "notifier-state-actions:db:" + "z" * 32}),
+        ("an invalid category", {**action, "block_id": "notifier-state-actions:d b:"}),
+        ("no duration", {**action, "selected_option": {"text": action["selected_option"]["text"], "value": "ever"}}),
+        ("a duration of 0", {**action, "selected_option": {"text": action["selected_option"]["text"], "value": "0s"}}),
+    ]
+    for what, changed in bad:
+        status, answer, _ = http("POST", gateways[0].url + "/v1/slack/actions", *signed({**good, "actions": [changed]}))
+        assert status == 400 and "error" in answer, (what, status, answer)
+    assert overrides(gateways[0]) == {} and slack.updates == []
+    status, answer, _ = http("POST", gateways[0].url + "/v1/slack/actions", *signed(good))
+    assert status == 200 and overrides(gateways[0])["db"]["rules"] == "0/2h", answer
+
+
+def test_links_are_buttons_kept_by_every_edit_and_a_click_on_one_changes_nothing(make_fleet, slack):
+    gateways = make_fleet(replicas=1)
+    links = [
+        {"text": "Runbook", "url": "https://runbooks.example/db/lag"},
+        {"text": "Dash", "url": "http://g.example/d"},
+    ]
+    ts = post_event(gateways[0], slack, "db", "lag 30s on db-5", dedup_key="lag-db-5", links=links).ts
+
+    def shown_links() -> list[tuple[str, str]]:
+        message = slack.message_json(ts)
+        return [
+            (e["text"]["text"], e["url"])
+            for b in message["blocks"]
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if "url" in e
+        ]
+
+    assert shown_links() == [(k["text"], k["url"]) for k in links]
+    message = slack.message_json(ts)
+    link = control(
+        message, next(e["action_id"] for b in message["blocks"] for e in b.get("elements", []) if "url" in e)
+    )
+    payload = block_actions_payload(link["action_id"], None, USER, slack.channel_id("#alerts"), ts, message)
+    status, answer, _ = http("POST", gateways[0].url + "/v1/slack/actions", *signed_action_request(SECRET, payload))
+    assert status == 200, answer
+    time.sleep(1.0)
+    assert overrides(gateways[0]) == {} and slack.updates == [], "a link click changes nothing"
+
+    status, body, _ = gateways[0].post({"category": "db", "text": "lag 30s", "dedup_key": "lag-db-5"}, headers=AUTH)
+    assert status == 200 and body["status"] == "duplicate", body
+    wait_for(edited_to(slack, ts, "Seen 2 times"), 20, what="the repeat shown")
+    assert shown_links() == [(k["text"], k["url"]) for k in links], "the repeat's edit keeps the links"
+    assert click(gateways[0], slack, ts, "mute")[0] == 200
+    wait_for(edited_to(slack, ts, "Muted db until"), 20, what="the mute shown")
+    assert shown_links() == [(k["text"], k["url"]) for k in links], "the mute's edit keeps the links"
+    assert slack.refusals == []

@@ -97,6 +97,39 @@ def test_alerts_through_alertmanager(alertmanager, gateway, slack):
     assert after["accepted"] == 2
 
 
+def test_generator_runbook_and_dashboard_urls_become_link_buttons(alertmanager, gateway, slack):
+    """A real Alertmanager's webhook: the rule's generatorURL is `Source`, the annotations `runbook_url`
+    and `dashboard_url` are `Runbook` and `Dashboard`; a value Slack would refuse is left out, not the alert."""
+    source = "http://prometheus.example:9090/graph?g0.expr=up%3D%3D0&g0.tab=1"
+    alerts = [
+        {
+            "labels": {"alertname": "NodeDown", "instance": "web-1"},
+            "annotations": {"summary": "web-1 is down", "runbook_url": "https://runbooks.example/node-down"},
+            "generatorURL": source,
+        },
+        {
+            "labels": {"alertname": "NodeDown", "instance": "web-2"},
+            "annotations": {"dashboard_url": "https://grafana.example/d/nodes", "runbook_url": "see the wiki"},
+        },
+    ]
+    assert http("POST", alertmanager + "/api/v2/alerts", alerts)[0] == 200
+
+    def links(instance: str):
+        message = next((m for m in slack.received() if f"on {instance}" in m.text), None)
+        if message is None:
+            return None
+        return [(e["text"]["text"], e["url"]) for b in message.blocks if b["type"] == "actions" for e in b["elements"]]
+
+    assert wait_for(lambda: links("web-1"), 30, what="web-1's message") == [
+        ("Source", source),
+        ("Runbook", "https://runbooks.example/node-down"),
+    ]
+    assert wait_for(lambda: links("web-2"), 10, what="web-2's message") == [
+        ("Dashboard", "https://grafana.example/d/nodes")
+    ]
+    assert slack.refusals == []
+
+
 def test_store_unreachable_is_503(tmp_path):
     gw = Gateway({"NOTIFIER_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}, log_dir=str(tmp_path)).start(ready=False)
     try:

@@ -91,6 +91,16 @@ def test_open_endpoints_need_no_token(gateway):
         assert gateway.get(path)[0] == 200, path
 
 
+def test_event_content_needs_a_token(gateway):
+    """What failed and why (dead letters) is event content: counts stay open, content does not."""
+    status, answer, head = gateway.get("/v1/dead")
+    assert status == 401 and "token" in answer["error"] and head.get("WWW-Authenticate", "").startswith("Bearer ")
+    status, answer, _ = gateway.get("/v1/dead", headers={"Authorization": "Bearer wrong"})
+    assert status == 401, answer
+    status, answer, _ = gateway.get("/v1/dead", headers={"Authorization": "Bearer second-Secret-91bc"})
+    assert status == 200 and answer["count"] == 0, answer
+
+
 def test_tokens_never_logged(gateway):
     gateway.post(EVENT, headers={"Authorization": "Bearer first-Secret-7f3a"})
     gateway.post(EVENT, headers={"Authorization": "Bearer guessed-Secret-0000"})

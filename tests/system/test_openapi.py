@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import schemathesis
 from helpers import Gateway
 from hypothesis import HealthCheck, settings
-from schemathesis.specs.openapi.checks import positive_data_acceptance
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
+from notifier.http.input import MAX_BODY
 from notifier.http.openapi import spec
 
 EXAMPLES = 60  # per operation; bounded so the run stays well under 40 s
@@ -55,6 +58,9 @@ def test_api_conforms(case, gateway):
     # round to at least 1 ms): a schema-valid override may still be refused with a 422, which is
     # not a failure there. Every other check still applies (no 5xx, answers match the schema).
     overriding = case.operation.path == "/v1/limits/{level}"
-    case.call_and_validate(
-        base_url=gateway.url, timeout=10, excluded_checks=[positive_data_acceptance] if overriding else []
-    )
+    excluded = [positive_data_acceptance] if overriding else []
+    # A body over 64 KiB is refused for its size (413, documented) before anything in it is read,
+    # so a schema-violating one that large is refused with 413, not with the 4xx of its content.
+    if len(json.dumps(case.body, ensure_ascii=False, default=str).encode()) > MAX_BODY:
+        excluded.append(negative_data_rejection)
+    case.call_and_validate(base_url=gateway.url, timeout=10, excluded_checks=excluded)

@@ -79,6 +79,31 @@ CASES = [
     ("field name empty", body(fields={"": "v"}), JSON, 422, ["fields"]),
     ("dedup_key too long", body(dedup_key="k" * 201), JSON, 422, ["dedup_key"]),
     ("dedup_key a number", body(dedup_key=1), JSON, 422, ["dedup_key"]),
+    ("category global", body(category="global"), JSON, 422, ["category", "global level"]),
+    ("links not a list", body(links={"text": "a", "url": "https://a.example"}), JSON, 422, ["links"]),
+    ("six links", body(links=[{"text": "a", "url": "https://a.example"}] * 6), JSON, 422, ["links"]),
+    ("link without url", body(links=[{"text": "a"}]), JSON, 422, ["links", "url"]),
+    ("link text empty", body(links=[{"text": "", "url": "https://a.example"}]), JSON, 422, ["links", "text"]),
+    ("link text too long", body(links=[{"text": "t" * 76, "url": "https://a.example"}]), JSON, 422, ["links", "text"]),
+    ("link url javascript", body(links=[{"text": "a", "url": "javascript:alert(1)"}]), JSON, 422, ["links", "url"]),
+    ("link url relative", body(links=[{"text": "a", "url": "/runbook"}]), JSON, 422, ["links", "url"]),
+    ("link url no host", body(links=[{"text": "a", "url": "https:///x"}]), JSON, 422, ["links", "url"]),
+    ("link url with space", body(links=[{"text": "a", "url": "https://a.example/a b"}]), JSON, 422, ["links", "url"]),
+    (
+        "link url too long",
+        body(links=[{"text": "a", "url": "https://a.example/" + "x" * 2983}]),
+        JSON,
+        422,
+        ["links", "url"],
+    ),
+    ("link unknown key", body(links=[{"text": "a", "url": "https://a.example", "x": 1}]), JSON, 422, ["links"]),
+    (
+        "duplicate key in a link",
+        b'{"category":"db","text":"x","links":[{"text":"a","url":"https://a.example","url":"https://b.example"}]}',
+        JSON,
+        422,
+        ["url", "duplicate"],
+    ),
     ("over 64 KiB", b'{"category": "db", "text": "' + b"x" * 70_000 + b'"}', JSON, 413, ["64"]),
 ]
 
@@ -196,7 +221,7 @@ async def test_not_found_and_wrong_method_are_json(client):
 
 # Keys and values that make the fast and the strict parsing paths disagree if either is wrong:
 # repeated keys, unknown keys, colons and quotes inside strings, wrong types, blanks around ":".
-KEYS = st.sampled_from(["category", "text", "title", "severity", "dedup_key", "extra", "a:b", 'q"'])
+KEYS = st.sampled_from(["category", "text", "title", "severity", "dedup_key", "links", "extra", "a:b", 'q"'])
 STRINGS = st.sampled_from(["db", "x", "a:b", '"q":', "error", "\\u00e9", "", "c" * 70])
 VALUES = st.one_of(
     STRINGS.map(lambda s: f'"{s}"'),
@@ -204,6 +229,12 @@ VALUES = st.one_of(
     st.dictionaries(STRINGS, STRINGS, max_size=3).map(
         lambda d: "{" + ",".join(f'"{k}":"{v}"' for k, v in d.items()) + "}"
     ),
+)
+LINK_PAIRS = st.sampled_from(
+    ['"text":"a"', '"url":"https://a.example/x:y"', '"text":"b"', '"url":"ftp://a"', '"x":"1"']
+)
+VALUES = VALUES | st.lists(st.lists(LINK_PAIRS, max_size=3), max_size=6).map(
+    lambda links: "[" + ",".join("{" + ",".join(pairs) + "}" for pairs in links) + "]"
 )
 BLANKS = st.sampled_from(["", " ", "\n  "])
 

@@ -6,6 +6,7 @@ the same code that refuses a message the way Slack does in the system tests.
 
 from __future__ import annotations
 
+import json
 import string
 
 import pytest
@@ -28,6 +29,8 @@ from notifier.slack.messages import (
 
 # Characters Slack escaping grows fivefold, and plain ones.
 NASTY = st.text(alphabet=st.sampled_from("<>&@!|*_~`\n " + string.ascii_letters + "é🚨"), min_size=1)
+URL = "https://runbooks.example/"
+CHOICES = st.lists(st.sampled_from(["1h", "4h", "24h", "30m", "7d", "90s"]), min_size=1, max_size=5, unique=True)
 CATEGORY = st.text(alphabet=string.ascii_letters + string.digits + "_.:-", min_size=1, max_size=64)
 
 
@@ -48,6 +51,15 @@ events = st.fixed_dictionaries(
         "text": NASTY.map(lambda t: t[:3000]),
         "severity": st.sampled_from(["info", "warning", "error", "critical"]),
         "fields": st.dictionaries(NASTY.map(lambda t: t[:100]), NASTY.map(lambda t: t[:1000]), max_size=20),
+        "links": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "text": NASTY.map(lambda t: t[:75]),
+                    "url": st.text(string.ascii_letters, max_size=2980).map(URL.__add__),
+                }
+            ),
+            max_size=5,
+        ),
     },
     optional={"title": NASTY.map(lambda t: t[:150])},
 )
@@ -59,6 +71,7 @@ states = st.builds(
     banner=st.text(max_size=300),
     button=st.sampled_from(["", MUTE, UNMUTE]),
     record=st.text(alphabet=string.printable, max_size=200),
+    choices=CHOICES.map(tuple),
 )
 
 
@@ -70,18 +83,24 @@ def test_event_messages_fit(event, state):
     assert "<!channel>" not in message.text and "<@" not in message.text.replace(state.banner, "")
 
 
+LARGEST = {
+    "category": "c" * 64,
+    "text": "&" * 3000,
+    "title": "<" * 150,
+    "severity": "critical",
+    "fields": {f"{i:03d}" + ">" * 97: "&" * 1000 for i in range(20)},
+    "links": [{"text": "<" * 75, "url": URL + "x" * (3000 - len(URL))}] * 5,
+}
+
+
 def test_the_largest_event_fits():
     """Every field at its maximum, of the characters escaping makes five times longer."""
-    event = {
-        "category": "c" * 64,
-        "text": "&" * 3000,
-        "title": "<" * 150,
-        "severity": "critical",
-        "fields": {f"{i:03d}" + ">" * 97: "&" * 1000 for i in range(20)},
-    }
-    message = event_message(
-        "#alerts", event, MessageState(seen=12, last_us=1, resolved=True, banner="b", button=MUTE, record="r")
+    event = LARGEST
+    record = "notifier:{notifier}:alert:" + "c" * 64 + ":" + "f" * 32
+    state = MessageState(
+        seen=12, last_us=1, resolved=True, banner="b", button=MUTE, record=record, choices=("1h", "4h", "24h")
     )
+    message = event_message("#alerts", event, state)
     fits(message)
     assert len(message.blocks) <= 50 and "&amp;" * 3000 in "".join(
         b["text"]["text"] for b in message.blocks if b["type"] == "section" and "text" in b
@@ -128,3 +147,41 @@ def test_a_clicked_message_keeps_its_own_blocks_and_gets_a_new_state():
     assert "Muted db until 14:05 UTC by <@U1>" in muted.text
     [button] = next(b for b in muted.blocks if b["type"] == "actions")["elements"]
     assert button["action_id"] == UNMUTE and '"category": "db"' in button["value"]
+
+
+def elements(message: Message) -> list[dict]:
+    return [e for b in message.blocks if b["type"] == "actions" for e in b["elements"]]
+
+
+def test_links_are_link_buttons_on_every_rendering():
+    links = [{"text": "Runbook", "url": URL + "db"}, {"text": "<b>Dash</b>", "url": "http://grafana.example/d/1"}]
+    event = {"category": "db", "text": "disk full", "links": links}
+    for message in (
+        event_message("#alerts", event),
+        event_message("#alerts", event, MessageState(seen=3, resolved=True, button=MUTE, choices=("1h", "4h"))),
+        reply_message("C0123456789", "1.000001", event),
+    ):
+        fits(message)
+        link_buttons = [e for e in elements(message) if e.get("url")]
+        assert [(b["text"]["text"], b["url"]) for b in link_buttons] == [(k["text"], k["url"]) for k in links]
+        assert len({b["action_id"] for b in link_buttons}) == 2 and not any("value" in b for b in link_buttons)
+
+
+def test_one_mute_choice_is_a_button_several_are_a_menu():
+    event = {"category": "db", "text": "disk full"}
+    record = "notifier:{notifier}:alert:db:" + "a" * 32
+    (one,) = elements(event_message("#a", event, MessageState(button=MUTE, record=record, choices=("30m",))))
+    assert (one["type"], one["text"]["text"]) == ("button", "Mute db for 30m")
+    assert json.loads(one["value"]) == {"category": "db", "record": record, "for": "30m"}
+    message = event_message("#a", event, MessageState(button=MUTE, record=record, choices=("1h", "4h", "24h")))
+    (menu,) = elements(message)
+    assert menu["type"] == "static_select" and menu["action_id"] == MUTE
+    assert [(o["text"]["text"], o["value"]) for o in menu["options"]] == [
+        ("Mute for 1h", "1h"),
+        ("Mute for 4h", "4h"),
+        ("Mute for 24h", "24h"),
+    ]
+    # The option has room for the duration only: the block names the category and the record.
+    assert message.blocks[-1]["block_id"] == "notifier-state-actions:db:" + "a" * 32
+    (lift,) = elements(event_message("#a", event, MessageState(button=UNMUTE, record=record, choices=("1h", "4h"))))
+    assert (lift["type"], lift["action_id"], lift["text"]["text"]) == ("button", UNMUTE, "Unmute db")

@@ -29,6 +29,12 @@ def test_contract_defaults():
     assert (s.key_prefix, s.digest_interval, s.alertmanager_category_label) == ("notifier", 300_000, "alertname")
     assert s.slack_api_url.startswith("https://slack.com/api")
     assert [r.text for r in s.channel_rate] == ["1/1s"]
+    assert s.mute_choices == ("1h", "4h", "24h")
+
+
+def test_mute_choices_keep_their_order(monkeypatch):
+    monkeypatch.setenv("NOTIFIER_MUTE_CHOICES", " 30m, 2h ,1d,15m")
+    assert load_settings().mute_choices == ("30m", "2h", "1d", "15m")
 
 
 def test_environment_values(monkeypatch):
@@ -91,6 +97,15 @@ def test_example_file_lists_every_setting_and_loads():
         ("NOTIFIER_CRITICAL_RESERVE", "101%"),
         ("NOTIFIER_CATEGORY_RESERVES", '{"payments": "10.55%"}'),
         ("NOTIFIER_CATEGORY_RESERVES", '{"a": "60%", "b": "41%"}'),
+        ("NOTIFIER_CATEGORIES", "db,global"),
+        ("NOTIFIER_CATEGORY_LIMITS", '{"global": "1/1s"}'),
+        ("NOTIFIER_CATEGORY_CHANNELS", '{"global": "#x"}'),
+        ("NOTIFIER_MUTE_CHOICES", ""),
+        ("NOTIFIER_MUTE_CHOICES", "1h,2h,3h,4h,5h,6h"),
+        ("NOTIFIER_MUTE_CHOICES", "1h,soon"),
+        ("NOTIFIER_MUTE_CHOICES", "0s"),
+        ("NOTIFIER_MUTE_CHOICES", "1h,60m"),
+        ("NOTIFIER_MUTE_CHOICES", "1" * 21),
     ],
 )
 def test_bad_value_names_the_variable(monkeypatch, name, value):
@@ -131,6 +146,7 @@ def serve(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
         ({"NOTIFIER_LOG_LEVEL": "verbose"}, (), "NOTIFIER_LOG_LEVEL"),
         ({"NOTIFIER_CLAIM_IDLE": "0"}, (), "NOTIFIER_CLAIM_IDLE"),
         ({"NOTIFIER_REDIS_TIMEOUT": "0"}, (), "NOTIFIER_REDIS_TIMEOUT"),
+        ({"NOTIFIER_MUTE_CHOICES": "1h,forever"}, (), "NOTIFIER_MUTE_CHOICES"),
         (
             {"NOTIFIER_CATEGORY_RESERVES": '{"a": "70%"}', "NOTIFIER_CRITICAL_RESERVE": "31%"},
             (),
