@@ -20,6 +20,7 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .errors import SettingsError
+from .escalation import Step, parse_escalation
 from .rules import Rules, parse_duration_ms, parse_rules, parse_share
 
 ENV_PREFIX = "NOTIFIER_"
@@ -59,6 +60,7 @@ CommaList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_list)]
 DurationMs = Annotated[int, NoDecode, BeforeValidator(_duration)]
 JsonObject = Annotated[dict[str, Any], NoDecode, BeforeValidator(_json_object)]
 Share = Annotated[Fraction, NoDecode, BeforeValidator(parse_share)]
+EscalationSetting = Annotated[dict[str, tuple[Step, ...]], NoDecode, BeforeValidator(parse_escalation)]
 
 
 class Settings(BaseSettings):
@@ -86,6 +88,7 @@ class Settings(BaseSettings):
     category_channels: Annotated[dict[str, str], NoDecode, BeforeValidator(_json_object)] = {}
     channel_rate: RulesSetting = parse_rules("1/1s")
     update_rate: RulesSetting = parse_rules("40/1m")
+    escalation: EscalationSetting = {}
     api_tokens: CommaList | None = None
     key_prefix: str = Field("notifier", pattern=r"^[A-Za-z0-9_.:\-]{1,64}$")
     digest_interval: DurationMs = 300_000

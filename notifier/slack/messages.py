@@ -114,9 +114,14 @@ class MessageState:
     banner: str = ""  # e.g. "Muted db until 14:05 UTC by <@U1>" (already escaped)
     button: str = ""  # "mute", "unmute" or "" (no actions on the message)
     record: str = ""  # the record a click on the button refers to
+    reopened: int = 0  # times a resolved alert fired again
+    acknowledged: str = ""  # "Acknowledged by <@U1> at 14:05 UTC" (already escaped), or ""
+    ack: str = ""  # "ack", "unack" or "": the acknowledgement button, first of the actions
 
 
 MUTE, UNMUTE = "mute", "unmute"
+ACK, UNACK = "ack", "unack"
+
 MUTE_FOR = "1h"
 STATE = "notifier-state-"  # the block_id prefix of the blocks a message's state adds
 
@@ -135,10 +140,14 @@ def event_message(channel: str, event: dict[str, Any], state: MessageState | Non
 def state_lines(state: MessageState) -> list[str]:
     """What changed since the message was posted: repeats, and a banner (a mute)."""
     lines = []
+    if state.reopened:
+        lines.append(f"Reopened {state.reopened} {'time' if state.reopened == 1 else 'times'}")
     if state.seen > 1:
         lines.append(
             f"Seen {state.seen} times, last at {time.strftime('%H:%M:%S UTC', time.gmtime(state.last_us / 1e6))}"
         )
+    if state.acknowledged:
+        lines.append(state.acknowledged)
     if state.banner:
         lines.append(state.banner)
     return lines
@@ -151,8 +160,11 @@ def state_blocks(state: MessageState, category: str) -> list[Block]:
     with a click can be told apart from what was added (see :func:`is_state_block`).
     """
     blocks = [{**context(line), "block_id": f"{STATE}{i}"} for i, line in enumerate(state_lines(state))]
+    elements = [ack_button(state.ack, category, state.record)] if state.ack and state.record else []
     if state.button:
-        blocks.append({**button_block(state.button, category, state.record), "block_id": f"{STATE}actions"})
+        elements += button_block(state.button, category, state.record)["elements"]
+    if elements:
+        blocks.append({"type": "actions", "elements": elements, "block_id": f"{STATE}actions"})
     return blocks
 
 
@@ -178,15 +190,45 @@ def button_block(action: str, category: str, record: str) -> Block:
     }
 
 
+def ack_button(action: str, category: str, record: str) -> Block:
+    """The ``Acknowledge`` (or ``Unacknowledge``) button of an alert's message."""
+    return {
+        "type": "button",
+        "action_id": action,
+        "text": {"type": "plain_text", "text": "Acknowledge" if action == ACK else "Unacknowledge"},
+        "value": json.dumps({"category": category, "record": record}),
+        **({"style": "primary"} if action == ACK else {}),
+    }
+
+
+def acknowledged_line(by: str, at_us: int) -> str:
+    """``Acknowledged by <@U1> at 14:05 UTC`` (``by`` already escaped, or a mention)."""
+    return f"Acknowledged by {by} at {time.strftime('%H:%M UTC', time.gmtime(at_us / 1e6))}"
+
+
 def fit_plain(text: str, limit: int) -> str:
     """Plain text (no escaping) cut to ``limit`` characters."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def reply_message(channel: str, thread_ts: str | None, event: dict[str, Any]) -> Message:
-    """An alert's resolution, as a reply in the thread of its message (or on its own)."""
-    text = fit_text(f":white_check_mark: Resolved: {event_text(event)}")
-    return Message(channel, text, [section(":white_check_mark: *Resolved*"), *event_blocks(event)][:BLOCKS], thread_ts)
+def reply_message(channel: str, thread_ts: str | None, event: dict[str, Any], reopened: bool = False) -> Message:
+    """An alert's resolution (or its firing again), as a reply in the thread of its message (or on its own)."""
+    head = ":rotating_light: Firing again" if reopened else ":white_check_mark: Resolved"
+    text = fit_text(f"{head}: {event_text(event)}")
+    return Message(channel, text, [section(f"{head.split(' ', 1)[0]} *{head.split(' ', 1)[1]}*"), *event_blocks(event)][:BLOCKS], thread_ts)
+
+
+def escalation_message(channel: str, thread_ts: str | None, text: str, event: dict[str, Any] | None) -> Message:
+    """An escalation step: ``Not acknowledged after 5m: <@U0LEAD>``, in the alert's thread (or on its own).
+
+    ``text`` comes from the settings, whose mentions are the point of it: not escaped.
+    On its own (a webhook, or the alert's message is unknown) it quotes the alert.
+    """
+    lines = [f":mega: {text}"]
+    if thread_ts is None and event is not None:
+        lines.append(fit(f"{event.get('category', '')}: {event.get('text', '')}", SECTION_TEXT - 1000))
+    body = "\n".join(lines)
+    return Message(channel, fit_text(body), [section(body[:SECTION_TEXT])], thread_ts)
 
 
 def edited_message(channel: str, base: list[Block], text: str, state: MessageState, category: str) -> Message:
