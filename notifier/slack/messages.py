@@ -224,7 +224,7 @@ def escalation_message(channel: str, thread_ts: str | None, text: str, event: di
     ``text`` comes from the settings, whose mentions are the point of it: not escaped.
     On its own (a webhook, or the alert's message is unknown) it quotes the alert.
     """
-    lines = [f":mega: {text}"]
+    lines = [text]  # the contract: the reply starts "Not acknowledged after"
     if thread_ts is None and event is not None:
         lines.append(fit(f"{event.get('category', '')}: {event.get('text', '')}", SECTION_TEXT - 1000))
     body = "\n".join(lines)
