@@ -40,7 +40,7 @@ Escalation = Mapping[str, tuple[Step, ...]]
 def parse_step(text: object) -> Step:
     """``"5m <!subteam^S0ONCALL>"``: a duration, then one or more mentions."""
     if not isinstance(text, str):
-        raise ValueError(f"{text!r} is not a step: give a string \"DURATION MENTION\"")
+        raise ValueError(f'{text!r} is not a step: give a string "DURATION MENTION"')
     duration, _, rest = text.strip().partition(" ")
     mentions = rest.split()
     try:

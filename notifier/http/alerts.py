@@ -78,15 +78,13 @@ async def _acked(gateway: Gateway, key: str, by: str) -> web.Response:
 def _dedup_key(request: web.Request) -> str:
     key = request.match_info["dedup_key"]
     if not 1 <= len(key) <= MAX_KEY:
-        raise ApiError(
-            422, "invalid fields: dedup_key", [{"field": "dedup_key", "message": f"1-{MAX_KEY} characters"}]
-        )
+        raise ApiError(422, "invalid fields: dedup_key", [{"field": "dedup_key", "message": f"1-{MAX_KEY} characters"}])
     return key
 
 
 async def _ack_request(request: web.Request) -> AckRequest:
     if not request.body_exists:
-        return AckRequest()
+        return AckRequest(by=None)
     body = await read_json(request, None)  # the token was checked first
     if not isinstance(body, dict):
         raise ApiError(422, "body must be a JSON object", [{"field": "body", "message": "not an object"}])
@@ -107,8 +105,8 @@ async def get_alerts(request: web.Request) -> web.StreamResponse:
     after = _read_cursor(request.query.get("cursor"), gateway)
     candidates, full = await _candidates(gateway, after)
     alerts, last, cut = await _page(gateway, candidates)
-    more = last is not None and (cut or full)
-    return json_response({"alerts": alerts, "cursor": _cursor(last, gateway) if more else None})
+    more = cut or full
+    return json_response({"alerts": alerts, "cursor": _cursor(last, gateway) if more and last else None})
 
 
 async def _candidates(gateway: Gateway, after: tuple[int, str] | None) -> tuple[list[tuple[str, int]], bool]:

@@ -17,8 +17,8 @@ from pydantic.json_schema import models_json_schema
 
 from .. import __version__
 from ..models import Accepted, Dropped, Duplicate, Event, Problem, Reopened, Resolved
-from .alerts import PAGE, AckRequest
 from .alertmanager import Payload
+from .alerts import PAGE, AckRequest
 from .limits import OverrideRequest
 
 REF = "#/components/schemas/{model}"

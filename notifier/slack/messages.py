@@ -215,7 +215,12 @@ def reply_message(channel: str, thread_ts: str | None, event: dict[str, Any], re
     """An alert's resolution (or its firing again), as a reply in the thread of its message (or on its own)."""
     head = ":rotating_light: Firing again" if reopened else ":white_check_mark: Resolved"
     text = fit_text(f"{head}: {event_text(event)}")
-    return Message(channel, text, [section(f"{head.split(' ', 1)[0]} *{head.split(' ', 1)[1]}*"), *event_blocks(event)][:BLOCKS], thread_ts)
+    return Message(
+        channel,
+        text,
+        [section(f"{head.split(' ', 1)[0]} *{head.split(' ', 1)[1]}*"), *event_blocks(event)][:BLOCKS],
+        thread_ts,
+    )
 
 
 def escalation_message(channel: str, thread_ts: str | None, text: str, event: dict[str, Any] | None) -> Message:

@@ -7,7 +7,20 @@ from typing import Any
 
 from redis.commands.core import AsyncScript
 
-NAMES = ("admit", "pace", "settle", "digest", "limits", "requeue", "restore", "override", "edits", "mark", "ack", "timers")
+NAMES = (
+    "admit",
+    "pace",
+    "settle",
+    "digest",
+    "limits",
+    "requeue",
+    "restore",
+    "override",
+    "edits",
+    "mark",
+    "ack",
+    "timers",
+)
 
 
 def script_dir() -> Path:

@@ -15,11 +15,10 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
-from concurrent.futures import ThreadPoolExecutor
-
 from helpers import Gateway, http, slack_env, wait_for
 from slack_standin import SlackStandin, block_actions_payload, signed_action_request
 
@@ -131,7 +130,7 @@ def test_click_acknowledges_and_the_message_says_so(redis_url, slack, tmp_path):
         assert status == 202, first
         post = _the_post(slack, "disk of db1 is full")
         message = slack.message_json(post.ts)
-        assert [b_["action_id"] for b_ in _buttons(message)][0] == "ack"  # first of the actions
+        assert _buttons(message)[0]["action_id"] == "ack"  # first of the actions
 
         status, answer, seconds = _click(b, slack, post.ts, "ack")
         assert status == 200 and seconds < 3, (status, answer, seconds)
@@ -153,8 +152,10 @@ def test_click_acknowledges_and_the_message_says_so(redis_url, slack, tmp_path):
         status, answer, _ = _click(a, slack, post.ts, "unack")
         assert status == 200 and answer["acknowledged_by"] is None, answer
         wait_for(
-            lambda: not ACKED.search(slack.message(post.ts).text)
-            and _buttons(slack.message_json(post.ts))[0]["action_id"] == "ack",
+            lambda: (
+                not ACKED.search(slack.message(post.ts).text)
+                and _buttons(slack.message_json(post.ts))[0]["action_id"] == "ack"
+            ),
             20,
             what="the message without the acknowledgement",
         )
@@ -227,10 +228,15 @@ def test_unacknowledged_alert_escalates_step_by_step_and_an_acknowledged_one_sto
         assert _post(a, _alert("esc-1", "primary db is down"))[0] == 202
         assert _post(b, _alert("esc-2", "replica db is down"))[0] == 202
         assert _post(b, _alert("esc-3", "cache is cold", severity="warning"))[0] == 202  # no steps for warning
+        assert _post(a, _alert("esc-4", "search is slow", category="search"))[0] == 202
         loud, quiet = _the_post(slack, "primary db is down"), _the_post(slack, "replica db is down")
         status, body, _ = http("POST", a.url + "/v1/alerts/esc-2/ack", {"by": "dana"}, AUTH)
         assert status == 200, body
         acked_at = time.time()
+        status, body, _ = http("PUT", b.url + "/v1/limits/search", {"rules": "0/1h", "for": "1h"}, AUTH)
+        assert status == 200, body
+        muted_at = time.time()
+        hushed = _the_post(slack, "search is slow")
 
         wait_for(lambda: len(_steps(slack, loud.ts)) == 2, 15, what="two steps in the thread")
         time.sleep(1.5)  # a third, or a repeat, would show now
@@ -245,6 +251,8 @@ def test_unacknowledged_alert_escalates_step_by_step_and_an_acknowledged_one_sto
         # The acknowledged one: nothing once the ack was answered (its first step was due 1 s after its post).
         assert acked_at < quiet.at + 1.0, "the ack came after the first step was due: the test proves nothing"
         assert _steps(slack, quiet.ts) == []
+        assert muted_at < hushed.at + 1.0, "muted after the step was due: the test proves nothing"
+        assert _steps(slack, hushed.ts) == []  # a muted category posts no step
         assert [m for m in slack.received() if "cache is cold" in m.text and m.thread_ts] == []
         listed = {x["dedup_key"]: x for x in _alerts(a)[1]["alerts"]}
         assert listed["esc-1"]["escalations"] == 2 and listed["esc-2"]["escalations"] == 0
@@ -282,7 +290,9 @@ def test_a_replica_killed_with_a_step_in_hand_loses_nothing(redis_url, slack, tm
         failed = wait_for(
             lambda: next((t for t, s in slack.calls if s == 500), None), 15, what="the step's first, failed post"
         )
-        holder = next(g for g in (a, b) if "notifier_deliveries_total{outcome=\"failed\"} 1.0" in g.get("/metrics")[1]["_raw"])
+        holder = next(
+            g for g in (a, b) if 'notifier_deliveries_total{outcome="failed"} 1.0' in g.get("/metrics")[1]["_raw"]
+        )
         holder.proc.send_signal(signal.SIGKILL)
         holder.proc.wait(5)
         other = b if holder is a else a
@@ -309,8 +319,14 @@ def test_firing_resolved_firing_resolved_is_one_message_with_a_thread(redis_url,
             {"status": "resolved", "id": first["id"]},
         )
         assert _alerts(a)[1]["alerts"] == []  # resolved: no longer open
-        assert _post(a, _alert("flap-1", "link to dc2 is down again")) == (202, {"status": "reopened", "id": first["id"]})
-        assert _post(b, _alert("flap-1", "link to dc2 is down again")) == (200, {"status": "duplicate", "id": first["id"]})
+        assert _post(a, _alert("flap-1", "link to dc2 is down again")) == (
+            202,
+            {"status": "reopened", "id": first["id"]},
+        )
+        assert _post(b, _alert("flap-1", "link to dc2 is down again")) == (
+            200,
+            {"status": "duplicate", "id": first["id"]},
+        )
         listed = _alerts(b)[1]["alerts"]
         assert [x["dedup_key"] for x in listed] == ["flap-1"] and listed[0]["acknowledged_by"] is None  # cleared
         # Escalation starts over from the reopening: its step comes in the thread.
@@ -320,21 +336,15 @@ def test_firing_resolved_firing_resolved_is_one_message_with_a_thread(redis_url,
             {"status": "resolved", "id": first["id"]},
         )
 
-        def thread():
-            return [r.text.split(":", 2)[1].strip() for r in slack.replies(post.ts) if "Not acknowledged" not in r.text]
+        def heads() -> list[str]:
+            """The thread's replies (the escalation step aside), by their heads."""
+            texts = [r.text for r in slack.replies(post.ts) if "Not acknowledged" not in r.text]
+            return [t.split(":")[2].strip() for t in texts]
 
-        wait_for(lambda: len(thread()) == 3, 20, what="three replies")
+        wait_for(lambda: len(heads()) == 3, 20, what="three replies")
         wait_for(lambda: slack.message(post.ts).text.startswith("Resolved: "), 20, what="the message resolved")
         time.sleep(1.0)
-        assert [r for r in slack.replies(post.ts) if "Not acknowledged" not in r.text][0].text.startswith(
-            ":white_check_mark: Resolved"
-        )
-        heads = [r.text for r in slack.replies(post.ts) if "Not acknowledged" not in r.text]
-        assert [h.split(":")[2].strip() if h.startswith(":") else h for h in heads] == [
-            "Resolved",
-            "Firing again",
-            "Resolved",
-        ], heads
+        assert heads() == ["Resolved", "Firing again", "Resolved"], heads()
         assert "Reopened 1 time" in slack.message(post.ts).text
         assert len([m for m in slack.received() if m.thread_ts is None and "link to dc2" in m.text]) == 1
         stats = a.get("/v1/stats")[1]
@@ -413,8 +423,20 @@ def test_open_alerts_page_newest_first_and_need_the_token(redis_url, slack, tmp_
         keys = [x["dedup_key"] for x in page["alerts"]]
         assert keys == [f"list-{i:02d}" for i in range(11, -1, -1) if i != 3], keys
         first = page["alerts"][0]
-        assert {"category", "severity", "text", "first_seen", "last_seen", "seen", "acknowledged_by",
-                "acknowledged_at", "escalations", "held", "channel", "ts"} <= set(first)
+        assert {
+            "category",
+            "severity",
+            "text",
+            "first_seen",
+            "last_seen",
+            "seen",
+            "acknowledged_by",
+            "acknowledged_at",
+            "escalations",
+            "held",
+            "channel",
+            "ts",
+        } <= set(first)
         assert first["held"] is False and first["seen"] == 1 and first["text"] == "host 11 is down"
         assert http("GET", a.url + "/v1/alerts?cursor=nonsense", headers=AUTH)[0] == 400
 
@@ -450,3 +472,25 @@ def test_open_alerts_come_500_a_page_with_an_opaque_cursor(redis_url, tmp_path):
         firsts = [x["first_seen"] for page in pages for x in page]
         assert firsts == sorted(firsts, reverse=True)
         assert http("GET", a.url + "/v1/alerts?cursor=" + "A" * 5000, headers=AUTH)[0] == 400
+
+
+def test_through_a_webhook_a_step_is_a_message_of_its_own(redis_url, slack, tmp_path):
+    env = {
+        "NOTIFIER_REDIS_URL": redis_url,
+        "NOTIFIER_SLACK_WEBHOOK_URL": slack.webhook_url,
+        "NOTIFIER_GLOBAL_LIMIT": "1000/1h",
+        "NOTIFIER_CATEGORY_LIMIT": "1000/1h",
+        "NOTIFIER_DIGEST_INTERVAL": "0",
+        "NOTIFIER_ESCALATION": '{"critical": ["1s <@U0ONCALL1>"]}',
+    }
+    with _fleet(env, tmp_path) as [a, _b]:
+        assert a.post(_alert("hook-1", "the vpn is down"))[0] == 202
+        step = wait_for(
+            lambda: next((m for m in slack.received() if m.text.startswith("Not acknowledged after 1s:")), None),
+            15,
+            what="the step as a message",
+        )
+        time.sleep(1.5)
+        assert "<@U0ONCALL1>" in step.raw["text"] and "the vpn is down" in step.text
+        assert len([m for m in slack.received() if "Not acknowledged" in m.text]) == 1
+        assert slack.refusals == []

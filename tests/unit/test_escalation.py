@@ -13,7 +13,9 @@ from notifier.settings import load_settings
 
 
 def test_steps_parse_in_order_of_their_duration():
-    steps = parse_escalation('{"critical": ["20m <@U0LEAD>", "5m <!subteam^S0ONCALL> <!here>"], "error": ["1h <!here>"]}')
+    steps = parse_escalation(
+        '{"critical": ["20m <@U0LEAD>", "5m <!subteam^S0ONCALL> <!here>"], "error": ["1h <!here>"]}'
+    )
     assert steps == {
         "critical": (
             Step(300_000, "5m", "<!subteam^S0ONCALL> <!here>"),
