@@ -494,3 +494,24 @@ def test_through_a_webhook_a_step_is_a_message_of_its_own(redis_url, slack, tmp_
         assert "<@U0ONCALL1>" in step.raw["text"] and "the vpn is down" in step.text
         assert len([m for m in slack.received() if "Not acknowledged" in m.text]) == 1
         assert slack.refusals == []
+
+
+def test_the_open_alert_index_shrinks_as_windows_end(redis_url, tmp_path):
+    env = {
+        "NOTIFIER_REDIS_URL": redis_url,
+        "NOTIFIER_GLOBAL_LIMIT": "1000/1h",
+        "NOTIFIER_CATEGORY_LIMIT": "1000/2s",  # an alert's record lasts 2 s
+        "NOTIFIER_DIGEST_INTERVAL": "0",
+    }
+    client = _store(redis_url)
+    index = ["notifier:{notifier}:alerts:open", "notifier:{notifier}:alerts:ends"]
+    with _fleet(env, tmp_path, ("a",)) as [a]:
+        for i in range(20):
+            assert a.post(_alert(f"short-{i}", f"blip {i}"))[0] == 202
+        assert client.zcard(index[0]) == 20 and client.hlen("notifier:{notifier}:alerts:index") == 20
+        wait_for(
+            lambda: sum(client.zcard(k) for k in index) + client.hlen("notifier:{notifier}:alerts:index") == 0,
+            10,
+            what="the index to empty once the windows ended",
+        )
+        assert a.get("/v1/alerts")[1] == {"alerts": [], "cursor": None}
