@@ -134,7 +134,8 @@ def event_message(channel: str, event: dict[str, Any], state: MessageState | Non
         blocks.insert(0, section(":white_check_mark: *Resolved*"))
         text = "Resolved: " + text
     text = fit_text("\n".join([text, *state_lines(state)]))
-    return Message(channel, text, blocks[: BLOCKS - 3] + state_blocks(state, str(event["category"])))
+    added = state_blocks(state, str(event["category"]))
+    return Message(channel, text, blocks[: BLOCKS - len(added)] + added)
 
 
 def state_lines(state: MessageState) -> list[str]:
@@ -239,7 +240,8 @@ def escalation_message(channel: str, thread_ts: str | None, text: str, event: di
 def edited_message(channel: str, base: list[Block], text: str, state: MessageState, category: str) -> Message:
     """A message clicked in Slack, as it was (``base``, its own state blocks removed) with its new state."""
     text = fit_text("\n".join([text, *state_lines(state)]))
-    return Message(channel, text, base[: BLOCKS - 3] + state_blocks(state, category))
+    added = state_blocks(state, category)
+    return Message(channel, text, base[: BLOCKS - len(added)] + added)
 
 
 def digest_message(entry: DigestEntry) -> Message:

@@ -21,6 +21,7 @@ from notifier.slack.messages import (
     MessageState,
     digest_message,
     edited_message,
+    escalation_message,
     event_message,
     is_state_block,
     reply_message,
@@ -59,6 +60,9 @@ states = st.builds(
     banner=st.text(max_size=300),
     button=st.sampled_from(["", MUTE, UNMUTE]),
     record=st.text(alphabet=string.printable, max_size=200),
+    reopened=st.integers(0, 10**6),
+    acknowledged=st.sampled_from(["", "Acknowledged by <@U0ALICE123> at 14:05 UTC"]),
+    ack=st.sampled_from(["", "ack", "unack"]),
 )
 
 
@@ -67,7 +71,8 @@ states = st.builds(
 def test_event_messages_fit(event, state):
     message = event_message("#alerts", event, state)
     fits(message)
-    assert "<!channel>" not in message.text and "<@" not in message.text.replace(state.banner, "")
+    own = message.text.replace(state.acknowledged, "").replace(state.banner, "")
+    assert "<!channel>" not in message.text and "<@" not in own
 
 
 def test_the_largest_event_fits():
@@ -128,3 +133,30 @@ def test_a_clicked_message_keeps_its_own_blocks_and_gets_a_new_state():
     assert "Muted db until 14:05 UTC by <@U1>" in muted.text
     [button] = next(b for b in muted.blocks if b["type"] == "actions")["elements"]
     assert button["action_id"] == UNMUTE and '"category": "db"' in button["value"]
+
+
+def test_an_alert_s_state_with_every_line_and_both_buttons_fits_even_on_a_full_message():
+    state = MessageState(
+        seen=3,
+        last_us=1,
+        banner="Muted db until 14:05 UTC by <@U1>",
+        button=MUTE,
+        record="notifier:{notifier}:alert:db:" + "0" * 32,
+        reopened=2,
+        acknowledged="Acknowledged by <@U1> at 14:05 UTC",
+        ack="unack",
+    )
+    message = event_message("#alerts", {"category": "db", "text": "disk full"}, state)
+    fits(message)
+    assert "Reopened 2 times" in message.text and "Acknowledged by <@U1> at 14:05 UTC" in message.text
+    actions = next(b for b in message.blocks if b["type"] == "actions")["elements"]
+    assert [a["action_id"] for a in actions] == ["unack", MUTE]  # acknowledgement first
+    base = [{"type": "section", "text": {"type": "mrkdwn", "text": f"part {i}"}} for i in range(50)]
+    fits(edited_message("C0123456789", base, "disk full", state, "db"))
+    assert len(edited_message("C0123456789", base, "disk full", state, "db").blocks) == 50
+    fits(
+        escalation_message(
+            "C0123456789", None, "Not acknowledged after 5m: <@U1>", {"category": "db", "text": "<" * 3000}
+        )
+    )
+    fits(reply_message("C0123456789", "1.000001", {"category": "db", "text": "&" * 3000}, reopened=True))
