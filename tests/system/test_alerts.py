@@ -350,6 +350,7 @@ def test_firing_resolved_firing_resolved_is_one_message_with_a_thread(redis_url,
         stats = a.get("/v1/stats")[1]
         assert stats["accepted"] == 2 and stats["reopened"] == 1 and stats["resolved"] == 2, stats
         assert slack.refusals == []
+        print("\none alert's life, as the stand-in recorded it:\n" + slack.life(post.ts))
 
 
 def test_firing_resolved_firing_resolved_through_alertmanager(redis_url, slack, tmp_path):
