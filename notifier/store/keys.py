@@ -72,7 +72,8 @@ class Stat:
 
     The Lua scripts write them (``admit.lua``: accepted, dropped, duplicate,
     resolved, reopened and the per-category fields; ``settle.lua``: delivered,
-    delivered_again, dead_lettered; ``requeue.lua``: requeued); the gateway
+    delivered_again, dead_lettered; ``requeue.lua``: requeued; ``timers.lua``:
+    escalated); the gateway
     reads them here only.
     """
 
