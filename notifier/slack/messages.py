@@ -139,7 +139,7 @@ def event_message(channel: str, event: dict[str, Any], state: MessageState | Non
 
 
 def state_lines(state: MessageState) -> list[str]:
-    """What changed since the message was posted: repeats, and a banner (a mute)."""
+    """What changed since the message was posted: reopenings, repeats, the acknowledgement, a banner (a mute)."""
     lines = []
     if state.reopened:
         lines.append(f"Reopened {state.reopened} {'time' if state.reopened == 1 else 'times'}")
@@ -214,14 +214,9 @@ def fit_plain(text: str, limit: int) -> str:
 
 def reply_message(channel: str, thread_ts: str | None, event: dict[str, Any], reopened: bool = False) -> Message:
     """An alert's resolution (or its firing again), as a reply in the thread of its message (or on its own)."""
-    head = ":rotating_light: Firing again" if reopened else ":white_check_mark: Resolved"
-    text = fit_text(f"{head}: {event_text(event)}")
-    return Message(
-        channel,
-        text,
-        [section(f"{head.split(' ', 1)[0]} *{head.split(' ', 1)[1]}*"), *event_blocks(event)][:BLOCKS],
-        thread_ts,
-    )
+    icon, head = (":rotating_light:", "Firing again") if reopened else (":white_check_mark:", "Resolved")
+    text = fit_text(f"{icon} {head}: {event_text(event)}")
+    return Message(channel, text, [section(f"{icon} *{head}*"), *event_blocks(event)][:BLOCKS], thread_ts)
 
 
 def escalation_message(channel: str, thread_ts: str | None, text: str, event: dict[str, Any] | None) -> Message:
