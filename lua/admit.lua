@@ -20,15 +20,27 @@
 -- KEYS[8] log of the events of no class, KEYS[9 .. 8+K] the log of each class (zsets;
 --   only used with K > 0: then every admitted event is in the global log and in one of
 --   these; entries admitted before the reserves were set are in the global log only)
+-- KEYS[9+K] open alerts (zset: record key -> first seen, us), KEYS[10+K] their ends
+--   (zset: record key -> end of the record's window, us), KEYS[11+K] the index of
+--   dedup_keys (hash: the record key's last 32 characters -> record key); written
+--   here, trimmed by timers.lua as records expire
 -- then per group of refusals, 1 key: the suppressed counts (hash) of its channel
 -- then per event, 3 keys: category log, alert record (hash; any key of the slot
 --   when the event has no dedup_key), suppressed counts of its channel
 --
 -- An alert's record (for as long as its category's longest window) holds: id (its
 -- first event), fired/resolved (1/0: an event of that status was admitted), n
--- (times seen), last (us), ver (changes), shown (the version its message shows),
--- entry (its outbox entry id), e (that entry); settle.lua adds cid and ts, the
--- message's identity in Slack.
+-- (times seen), first and last (us), ver (changes), shown (the version its message
+-- shows), entry (its outbox entry id), e (that entry); reopened (times), rat (when
+-- it was resolved, us), eb (escalation counts from then, us); settle.lua adds cid
+-- and ts, the message's identity in Slack; ack.lua ack_by, ack_src, ack_at; timers.lua
+-- esc (the next escalation step, from 0) and escn (steps posted).
+--
+-- Reopen: a firing event whose alert was resolved within the window is decided by
+-- the limits like a new event. Admitted, it answers 'reopened' (with the first
+-- event's id), is counted in accepted, queues its entry as a 'Firing again' reply
+-- (the entry's kind rewritten from event to reopen), and the record is firing
+-- again: acknowledgement cleared, escalation counting from now, a fresh window.
 --
 -- ARGV[1] deadline in us of the store's clock (0 = none): later, nothing is done
 -- ARGV[2] override version the arguments were built under; ARGV[3] first lapse (us,
@@ -49,8 +61,8 @@
 -- Returns {'expired'} or {'stale', version} when nothing was done; else one entry
 --   per event, none per group of refusals: {outcome, id, level, global wait in us,
 --   global rule index, category wait in us, category rule index}. outcome is
---   'accepted', 'dropped', 'duplicate' or 'resolved' (id is then the alert's first
---   event's), or 'shadow' (would be dropped, admitted in shadow mode); level is
+--   'accepted', 'dropped', 'duplicate', 'resolved' or 'reopened' (id is then the
+--   alert's first event's), or 'shadow' (would be dropped, admitted in shadow mode); level is
 --   the refusing level, the one that stays full longer (global on a tie); a
 --   level's wait is how long it stays full for this event (0 when it has room):
 --   the time until it would be admitted if nothing else were.
@@ -261,11 +273,27 @@ local function count_drop(category, level, sup_key, channel, n)
   end
 end
 
+local OPEN, ENDS, INDEX = KEYS[9 + K], KEYS[10 + K], KEYS[11 + K]
+
+-- A firing alert is open until it is resolved or its record expires.
+local function opened(rec, first, longest)
+  redis.call('ZADD', OPEN, first, rec)
+  redis.call('ZADD', ENDS, int(now + longest), rec)
+  redis.call('HSET', INDEX, string.sub(rec, -32), rec)
+end
+
+local function closed(rec)
+  redis.call('ZREM', OPEN, rec)
+  redis.call('ZREM', ENDS, rec)
+  if redis.call('HGET', INDEX, string.sub(rec, -32)) == rec then redis.call('HDEL', INDEX, string.sub(rec, -32)) end
+end
+
 local function record_admitted(rec, e, stream_id, longest)
   redis.call('DEL', rec)
   redis.call('HSET', rec, 'id', e.id, 'fired', e.mode == 1 and '1' or '0', 'resolved', e.mode == 2 and '1' or '0',
-    'n', 1, 'last', int(now), 'ver', 1, 'shown', 0, 'entry', stream_id, 'e', e.entry)
+    'n', 1, 'first', int(now), 'last', int(now), 'ver', 1, 'shown', 0, 'entry', stream_id, 'e', e.entry)
   redis.call('PEXPIRE', rec, math.ceil(longest / 1000))
+  if e.mode == 1 then opened(rec, int(now), longest) end
 end
 
 -- A change to an alert's message: coalesced into one pending edit, once it is posted.
@@ -284,7 +312,8 @@ local function add(key, id, longest)
   redis.call('PEXPIRE', key, math.ceil(longest / 1000))
 end
 
-local function admit(e, c, state, longest)
+-- Counts an admission in every log and the stats; the caller queues what it posts.
+local function count_admission(e, c, state, longest)
   add(KEYS[1], e.id, global_longest)
   add(e.cat_key, e.id, longest)
   if K > 0 then add(KEYS[8 + c], e.id, global_longest) end
@@ -299,25 +328,48 @@ local function admit(e, c, state, longest)
   end
   for i = 1, #state.counts do state.counts[i] = state.counts[i] + 1 end
   global_waits = {}
-  local stream_id = redis.call('XADD', KEYS[2], '*', 'e', e.entry)
-  if e.mode > 0 then record_admitted(e.rec, e, stream_id, longest) end
   redis.call('HINCRBY', KEYS[3], 'accepted', 1)
   redis.call('HINCRBY', KEYS[3], 'accepted:' .. name_of(e.category), 1)
+end
+
+local function admit(e, c, state, longest)
+  count_admission(e, c, state, longest)
+  local stream_id = redis.call('XADD', KEYS[2], '*', 'e', e.entry)
+  if e.mode > 0 then record_admitted(e.rec, e, stream_id, longest) end
+end
+
+-- A resolved alert fires again: one message for its whole life, a reply in its thread.
+local function reopen(e, c, state, longest)
+  count_admission(e, c, state, longest)
+  local reply, swapped = string.gsub(e.entry, '^{"k":"event"', '{"k":"reopen"', 1)
+  if swapped ~= 1 then error('admit.lua: the entry of ' .. e.id .. ' is not an event entry') end
+  redis.call('XADD', KEYS[2], '*', 'e', reply)
+  redis.call('HSET', e.rec, 'resolved', '0', 'last', int(now), 'eb', int(now), 'esc', 0, 'escn', 0)
+  redis.call('HDEL', e.rec, 'ack_by', 'ack_src', 'ack_at', 'lack', 'rat')
+  redis.call('HINCRBY', e.rec, 'reopened', 1)
+  touch(e.rec)
+  redis.call('PEXPIRE', e.rec, math.ceil(longest / 1000))
+  opened(e.rec, redis.call('HGET', e.rec, 'first') or int(now), longest)
+  redis.call('HINCRBY', KEYS[3], 'reopened', 1)
 end
 
 -- An event with a dedup_key whose alert is known: a repeat, or the alert's resolution.
 local function known_alert(e)
   local first, fired, resolved = unpack(redis.call('HMGET', e.rec, 'id', 'fired', 'resolved'))
   if not first then return nil end
-  if e.mode == 1 and fired == '1' then
+  if e.mode == 1 and fired == '1' and resolved == '1' then
+    e.reopens = first  -- the limits decide, as for a new event
+    return nil
+  elseif e.mode == 1 and fired == '1' then
     redis.call('HINCRBY', e.rec, 'n', 1)
     redis.call('HSET', e.rec, 'last', int(now))
     touch(e.rec)
   elseif e.mode == 2 and resolved == '1' then
     -- a repeat of the resolution: nothing changes
   elseif e.mode == 2 and fired == '1' then
-    redis.call('HSET', e.rec, 'resolved', '1')  -- 'last' stays the last firing event's time
+    redis.call('HSET', e.rec, 'resolved', '1', 'rat', int(now))  -- 'last' stays the last firing event's time
     touch(e.rec)
+    closed(e.rec)
     redis.call('XADD', KEYS[2], '*', 'e', e.reply)
     redis.call('HINCRBY', KEYS[3], 'resolved', 1)
     return {'resolved', first, '', 0, 0, 0, 0}
@@ -335,7 +387,10 @@ local function decide(e)
   local state = category_state(e.cat_key, cat_rules, cat_longest)
   local gw, grule = global_wait(e.class)
   local cw, crule = category_wait(e.cat_key, state, e.cat_until)
-  if gw == 0 and cw == 0 then
+  if gw == 0 and cw == 0 and e.reopens then
+    reopen(e, e.class, state, cat_longest)
+    return {'reopened', e.reopens, '', 0, 0, 0, 0}, next_at
+  elseif gw == 0 and cw == 0 then
     admit(e, e.class, state, cat_longest)
     return {'accepted', e.id, '', 0, 0, 0, 0}, next_at
   end
@@ -349,7 +404,7 @@ local function decide(e)
   return {outcome, e.id, level, gw, grule, cw, crule}, next_at
 end
 
-local k = 9 + K
+local k = 12 + K
 for _ = 1, groups do
   count_drop(ARGV[at], ARGV[at + 2], KEYS[k], ARGV[at + 1], tonumber(ARGV[at + 3]))
   at, k = at + 4, k + 1

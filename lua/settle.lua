@@ -3,11 +3,15 @@
 -- KEYS[1] outbox (stream)  KEYS[2] dead letters (stream)  KEYS[3] attempts (hash)
 -- KEYS[4] stats (hash)     KEYS[5] edits due (zset: record key -> since, us)
 -- KEYS[6] the record of the alert the entry posted (hash; any key of the slot if none)
+-- KEYS[7] escalation timers (zset: record key -> when to look, us; see timers.lua)
 -- ARGV[1] consumer group, ARGV[2] stream entry id, ARGV[3] event id,
 -- ARGV[4] 'delivered' or 'dead'; then
 --   for 'delivered': ARGV[5] channel id Slack answered, ARGV[6] the message's ts,
 --     ARGV[7] the version of the record the message shows (0: not an alert's post),
 --     ARGV[8] edits (1/0): a change made while it was being posted edits it now
+--     ARGV[9] the offset (us) of the alert's first escalation step (0: none), and
+--     ARGV[10] 'post' (the alert's message: escalation counts from now) or 'reopen'
+--     (its Firing again reply: escalation counts from the reopening, admit.lua's 'eb')
 --   for 'dead': ARGV[5] reason, and the entry's fields as name, value pairs from ARGV[6] on
 --
 -- Returns 1 when this call settled the entry, 0 when it was already settled
@@ -35,6 +39,16 @@ if shown > 0 and redis.call('HGET', KEYS[6], 'id') == ARGV[3] then
   if ARGV[8] == '1' and ver > shown then
     local t = redis.call('TIME')
     redis.call('ZADD', KEYS[5], 'NX', t[1] .. string.format('%06d', tonumber(t[2])), KEYS[6])
+  end
+end
+local first_step = tonumber(ARGV[9] or '0')
+if acked == 1 and first_step > 0 and KEYS[6] ~= KEYS[5] and redis.call('HGET', KEYS[6], 'resolved') == '0' then
+  local fresh = ARGV[10] == 'post' and redis.call('HGET', KEYS[6], 'id') == ARGV[3]
+  if fresh or ARGV[10] == 'reopen' then
+    local t = redis.call('TIME')
+    redis.call('HSETNX', KEYS[6], 'eb', t[1] .. string.format('%06d', tonumber(t[2])))
+    local base = tonumber(redis.call('HGET', KEYS[6], 'eb'))
+    redis.call('ZADD', KEYS[7], string.format('%.0f', base + first_step), KEYS[6])
   end
 end
 return acked

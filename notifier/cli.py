@@ -1,4 +1,5 @@
-"""The ``notifier`` command: ``serve`` runs the gateway; ``status``, ``mute`` and ``unmute`` talk to one.
+"""The ``notifier`` command: ``serve`` runs the gateway; ``status``, ``mute``, ``unmute``, ``ack`` and
+``unack`` talk to one.
 
 A start-up problem (a bad setting, a missing env file, a port in use) is one
 line on stderr naming the variable, file or port, and exit status 2.
@@ -55,9 +56,20 @@ def _parser() -> argparse.ArgumentParser:
     unmute.set_defaults(
         run=lambda args, settings: terminal.unmute(_url(args, settings), _token(args, settings), args.category)
     )
-    for sub in (serve, status, mute, unmute):
+    ack = commands.add_parser("ack", help="acknowledge an open alert (stops its escalation)")
+    ack.add_argument("dedup_key")
+    ack.add_argument("--by", default=None, help="who acknowledges (default: the token's author)")
+    ack.set_defaults(
+        run=lambda args, settings: terminal.ack(_url(args, settings), _token(args, settings), args.dedup_key, args.by)
+    )
+    unack = commands.add_parser("unack", help="lift the acknowledgement of an open alert")
+    unack.add_argument("dedup_key")
+    unack.set_defaults(
+        run=lambda args, settings: terminal.unack(_url(args, settings), _token(args, settings), args.dedup_key)
+    )
+    for sub in (serve, status, mute, unmute, ack, unack):
         sub.add_argument("--env-file", help="read NOTIFIER_* settings from this file too")
-    for sub in (status, mute, unmute):
+    for sub in (status, mute, unmute, ack, unack):
         sub.add_argument("--url", default=None, help="gateway URL (default: from NOTIFIER_HOST/NOTIFIER_PORT)")
         sub.add_argument("--token", default=None, help="bearer token (default: the first of NOTIFIER_API_TOKENS)")
     return parser

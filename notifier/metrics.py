@@ -258,4 +258,6 @@ def outcome_label(outcome: Outcome, level: str) -> str:
         return f"dropped_{level}"
     if outcome is Outcome.SHADOW:
         return f"shadow_dropped_{level}"
+    if outcome is Outcome.REOPENED:  # admitted by the limits like a new event
+        return Outcome.ACCEPTED.value
     return str(outcome.value)

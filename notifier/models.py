@@ -50,6 +50,7 @@ class Outcome(str, Enum):
     DROPPED = "dropped"  # refused by a level; counted, digested, never sent
     DUPLICATE = "duplicate"  # its dedup_key (same status) was admitted within the window
     RESOLVED = "resolved"  # the resolution of an admitted alert: rides on its admission
+    REOPENED = "reopened"  # a resolved alert firing again, admitted: a reply in its thread
     SHADOW = "shadow"  # shadow mode: would have been dropped, admitted anyway
 
 
@@ -78,6 +79,11 @@ class Duplicate(BaseModel):
 
 class Resolved(BaseModel):
     status: Literal["resolved"] = "resolved"
+    id: str = Field(description="the id of the alert's first event")
+
+
+class Reopened(BaseModel):
+    status: Literal["reopened"] = "reopened"
     id: str = Field(description="the id of the alert's first event")
 
 

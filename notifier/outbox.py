@@ -6,6 +6,9 @@ A stream entry has one field, ``e``, holding the entry as JSON (a dead letter ha
 the shape :func:`decode` reads (``{"k": "digest", "id", "ch", "counts": [[category,
 n], ...], "more": [categories, n], "unnamed", "total", "since", "until"}``, times as strings
 of microseconds, because Lua's JSON writer keeps only 14 digits of a number).
+``admit.lua`` writes a reopened alert's ``Firing again`` reply as its event entry with
+kind ``reopen``; ``timers.lua`` writes escalation steps (``{"k": "esc", "id", "cat",
+"ch", "rec", "text", "at"}``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 import orjson
 
 FIELD = "e"
-EVENT, REPLY, DIGEST = "event", "reply", "digest"
+EVENT, REPLY, DIGEST, REOPEN, ESCALATION = "event", "reply", "digest", "reopen", "esc"
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,8 @@ class EventEntry:
     event: dict[str, Any]  # the event as posted: text, title, severity, fields, dedup_key, status
     received_at: float  # unix seconds, when the gateway took the request
     record: str = ""  # the key of its alert's record, for events with a dedup_key
-    reply: bool = False  # a resolution: a reply in the thread of the alert's message
+    reply: bool = False  # a resolution (or a reopening): a reply in the thread of the alert's message
+    reopened: bool = False  # a resolved alert firing again: its ``Firing again`` reply
 
 
 @dataclass(frozen=True)
@@ -48,13 +52,25 @@ class DigestEntry:
     until_us: int
 
 
-Entry = EventEntry | DigestEntry
+@dataclass(frozen=True)
+class EscalationEntry:
+    """An escalation step of an unacknowledged alert: a reply in its thread, with its mention."""
+
+    id: str
+    category: str
+    channel: str
+    record: str  # the alert's record: where its message is
+    text: str  # "Not acknowledged after 5m: <@U0LEAD>" (from the settings: mentions stay)
+    received_at: float  # unix seconds, when the step was taken
+
+
+Entry = EventEntry | DigestEntry | EscalationEntry
 
 
 def encode_event(entry: EventEntry) -> bytes:
     """The JSON the admission script appends to the outbox as field ``e``."""
     body: dict[str, Any] = {
-        "k": REPLY if entry.reply else EVENT,
+        "k": REOPEN if entry.reopened else REPLY if entry.reply else EVENT,
         "id": entry.id,
         "cat": entry.category,
         "ch": entry.channel,
@@ -85,6 +101,18 @@ def decode(fields: Mapping[Any, Any]) -> Entry:
             int(body["since"]),
             int(body["until"]),
         )
+    if body["k"] == ESCALATION:
+        return EscalationEntry(
+            str(body["id"]), str(body["cat"]), str(body["ch"]), str(body["rec"]), str(body["text"]), float(body["at"])
+        )
+    kind = body["k"]
     return EventEntry(
-        body["id"], body["cat"], body["ch"], body["ev"], float(body["at"]), body.get("rec", ""), body["k"] == REPLY
+        body["id"],
+        body["cat"],
+        body["ch"],
+        body["ev"],
+        float(body["at"]),
+        body.get("rec", ""),
+        kind in (REPLY, REOPEN),
+        kind == REOPEN,
     )

@@ -20,6 +20,7 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .errors import SettingsError
+from .escalation import Step, parse_escalation
 from .rules import Rules, parse_duration_ms, parse_rules, parse_share
 
 ENV_PREFIX = "NOTIFIER_"
@@ -77,6 +78,7 @@ CommaList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_list)]
 DurationMs = Annotated[int, NoDecode, BeforeValidator(_duration)]
 JsonObject = Annotated[dict[str, Any], NoDecode, BeforeValidator(_json_object)]
 Share = Annotated[Fraction, NoDecode, BeforeValidator(parse_share)]
+EscalationSetting = Annotated[dict[str, tuple[Step, ...]], NoDecode, BeforeValidator(parse_escalation)]
 
 
 class Settings(BaseSettings):
@@ -105,6 +107,7 @@ class Settings(BaseSettings):
     channel_rate: RulesSetting = parse_rules("1/1s")
     update_rate: RulesSetting = parse_rules("40/1m")
     mute_choices: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_mute_choices)] = ("1h", "4h", "24h")
+    escalation: EscalationSetting = {}
     api_tokens: CommaList | None = None
     key_prefix: str = Field("notifier", pattern=r"^[A-Za-z0-9_.:\-]{1,64}$")
     digest_interval: DurationMs = 300_000

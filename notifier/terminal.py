@@ -147,6 +147,35 @@ def unmute(url: str, token: str | None, category: str) -> int:
     return _change(url, "DELETE", category, token, None)
 
 
+def ack(url: str, token: str | None, dedup_key: str, by: str | None) -> int:
+    """``notifier ack``: acknowledge the open alert ``dedup_key`` (as ``by``, else as the token's author)."""
+    return _acknowledge(url, "POST", dedup_key, token, {"by": by} if by else None)
+
+
+def unack(url: str, token: str | None, dedup_key: str) -> int:
+    """``notifier unack``: lift the acknowledgement of the open alert ``dedup_key``."""
+    return _acknowledge(url, "DELETE", dedup_key, token, None)
+
+
+def _acknowledge(url: str, method: str, dedup_key: str, token: str | None, body: dict[str, Any] | None) -> int:
+    target = f"{url.rstrip('/')}/v1/alerts/{urllib.parse.quote(dedup_key, safe='')}/ack"
+    try:
+        answer = request(method, target, token, body)
+    except Answer as exc:
+        print(f"notifier: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as exc:
+        print(f"notifier: cannot reach {url}: {exc}", file=sys.stderr)
+        return 1
+    at = answer.get("acknowledged_at")
+    if answer.get("acknowledged_by") and at is not None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+        print(f"{answer['dedup_key']}: acknowledged by {answer['acknowledged_by']} at {when}")
+    else:
+        print(f"{answer['dedup_key']}: not acknowledged")
+    return 0
+
+
 def _change(url: str, method: str, category: str, token: str | None, body: dict[str, Any] | None) -> int:
     target = f"{url.rstrip('/')}/v1/limits/{urllib.parse.quote(category, safe='')}"
     try:

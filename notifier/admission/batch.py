@@ -90,6 +90,7 @@ class Protocol:
             keys.overrides_version,
             keys.edits,
             *(keys.class_log(c) for c in classes),
+            *keys.alert_keys,
         ]
         rules = policy.rules_for(GLOBAL)
         reserves = [reserve.slots(rule) for reserve in policy.reserves for rule in rules]

@@ -28,7 +28,18 @@ from ..errors import MessageGone, Permanent, RateLimited, Transient
 from ..metrics import Metrics
 from ..outbox import EventEntry, decode
 from ..rules import Rule
-from ..slack.messages import MUTE, MUTE_FOR, Message, MessageState, edited_message, event_message
+from ..slack.messages import (
+    ACK,
+    MUTE,
+    MUTE_FOR,
+    UNACK,
+    Message,
+    MessageState,
+    acknowledged_line,
+    edited_message,
+    escape,
+    event_message,
+)
 from ..slack.sinks import Posted, Sink
 from ..store.client import Store, as_text
 from ..store.keys import Keys
@@ -61,6 +72,28 @@ class Record:
         return int(self.fields.get("ver", 0))
 
     @property
+    def open(self) -> bool:
+        """An alert firing, not resolved (within its window, since the record exists)."""
+        return self.fields.get("fired") == "1" and self.fields.get("resolved") != "1" and "e" in self.fields
+
+    @property
+    def acknowledged_by(self) -> str | None:
+        """Who acknowledged the alert, as the API shows it (``<@U1>``, a name or the author)."""
+        return self.fields.get("ack_by") or None
+
+    @property
+    def acknowledged_at_us(self) -> int | None:
+        at = self.fields.get("ack_at")
+        return int(at) if at else None
+
+    def acknowledged_line(self) -> str:
+        """The message's line for the acknowledgement: a click's mention as is, any other name escaped."""
+        by, at = self.acknowledged_by, self.acknowledged_at_us
+        if by is None or at is None:
+            return ""
+        return acknowledged_line(by if self.fields.get("ack_src") == "slack" else escape(by), at)
+
+    @property
     def event_entry(self) -> EventEntry | None:
         """The alert's first event (None for a record of a clicked message)."""
         entry = decode(self.fields) if "e" in self.fields else None
@@ -82,6 +115,9 @@ class Record:
             button=button if choices else "",
             record=self.key if "e" in fields else "",
             choices=choices,
+            reopened=int(fields.get("reopened", 0)),
+            acknowledged=self.acknowledged_line(),
+            ack=(UNACK if self.acknowledged_by else ACK) if choices and self.open else "",
         )
 
     def message(self, choices: tuple[str, ...]) -> Message | None:

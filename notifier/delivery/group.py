@@ -26,6 +26,13 @@ READ_COUNT = 32
 NO_GROUP = ("NOGROUP", "requires the key to exist")  # Redis's wording, the embedded store's
 
 
+class Escalate(NamedTuple):
+    """Start an alert's escalation when its post (or reopening reply) is settled."""
+
+    first_step_us: int  # the first step's offset
+    since: str  # "post" (counts from now) or "reopen" (from the reopening)
+
+
 class Taken(NamedTuple):
     """An outbox entry this replica now holds: its stream id, what it says, its raw fields."""
 
@@ -98,11 +105,13 @@ class ConsumerGroup:
         shown: int = 0,
         record: str = "",
         edits: bool = False,
+        escalation: Escalate | None = None,
     ) -> bool:
         """Acknowledge and delete an entry, or move it (``fields``) to the dead letters.
 
         A delivered alert's post records where Slack put it (``posted``) and the
-        version of its record it shows. False when the entry was already settled
+        version of its record it shows, and starts the alert's escalation
+        (``escalation``: its first step). False when the entry was already settled
         (another replica delivered it too).
         """
         keys = [
@@ -112,6 +121,7 @@ class ConsumerGroup:
             self._keys.stats,
             self._keys.edits,
             record or self._keys.edits,
+            self._keys.timers,
         ]
         args: list[Any] = [GROUP, stream_id, event_id]
         if dead_reason:
@@ -123,6 +133,8 @@ class ConsumerGroup:
                 posted.ts if posted else "",
                 shown if record else 0,
                 int(edits),
+                escalation.first_step_us if escalation and record else 0,
+                escalation.since if escalation else "",
             ]
         return bool(await self._store.run(self._scripts.settle, keys, args))
 

@@ -26,9 +26,17 @@ from typing import Any
 
 from ..errors import Permanent, RateLimited, StoreUnavailable, Transient
 from ..metrics import Metrics
-from ..outbox import DigestEntry, EventEntry
+from ..outbox import DigestEntry, EscalationEntry, EventEntry
 from ..settings import Settings
-from ..slack.messages import MUTE, Message, MessageState, digest_message, event_message, reply_message
+from ..slack.messages import (
+    MUTE,
+    Message,
+    MessageState,
+    digest_message,
+    escalation_message,
+    event_message,
+    reply_message,
+)
 from ..slack.sinks import Posted, Sink
 from ..store.client import Store, as_text
 from ..store.keys import Keys
@@ -36,8 +44,9 @@ from ..store.scripts import Scripts
 from ..tasks import cancel_and_wait, every, until_answered
 from .digests import Digests
 from .edits import Editor, read_record
-from .group import READ_COUNT, ConsumerGroup, Taken, take
+from .group import READ_COUNT, ConsumerGroup, Escalate, Taken, take
 from .pacing import Bucket, Pacer
+from .timers import Timers
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +76,7 @@ class Delivery:
         controls = bool(settings.slack_signing_secret) and sink.edits and sink.paced
         self._choices = settings.mute_choices if controls else ()  # none: messages carry no controls
         self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._choices)
+        self._timers = Timers(store, scripts, keys, settings.escalation)
         self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
         self._held: dict[str, Taken] = {}
         self._sending: set[str] = set()
@@ -87,6 +97,7 @@ class Delivery:
             loops.append(every("claiming digests", lambda: random.uniform(0.5, 1.0), self._claim_digests))
         if self._sink.edits:
             loops.append(self._editor.run())
+        loops.append(self._timers.run())
         self._tasks = [asyncio.create_task(loop) for loop in loops]
 
     async def stop(self, grace: float = 5.0) -> None:
@@ -203,7 +214,7 @@ class Delivery:
             finally:
                 self._metrics.slack_seconds.observe(time.perf_counter() - started)
             await self._settle(taken, posted=posted, shown=shown)
-            if isinstance(taken.entry, EventEntry) and taken.entry.reply:
+            if isinstance(taken.entry, EscalationEntry) or (isinstance(taken.entry, EventEntry) and taken.entry.reply):
                 self._metrics.replies.inc()
             return
 
@@ -212,6 +223,8 @@ class Delivery:
         entry = taken.entry
         if isinstance(entry, DigestEntry):
             return digest_message(entry), 0
+        if isinstance(entry, EscalationEntry):
+            return await self._escalation(entry), 0
         event = {**entry.event, "category": entry.category}
         if entry.reply:
             return await self._resolution(entry, event), 0
@@ -235,14 +248,31 @@ class Delivery:
         while self._sink.edits:
             record = await until_answered("reading a record", read_record, self._store, entry.record)
             posted = record.posted if record else None
-            if posted is not None:
-                return reply_message(posted.channel_id, posted.ts, event)
+            if posted is not None and posted.ts:
+                return reply_message(posted.channel_id, posted.ts, event, entry.reopened)
             stream_id = record.fields.get("entry", "") if record else ""
             waiting = bool(stream_id) and await until_answered("looking for a post", self._group.holds, stream_id)
             if not waiting or time.monotonic() > give_up:
                 break
             await asyncio.sleep(REPLY_POLL)
-        return reply_message(entry.channel, None, event)
+        return reply_message(entry.channel, None, event, entry.reopened)
+
+    async def _escalation(self, entry: EscalationEntry) -> Message:
+        """An escalation step, in the thread of its alert's message (on its own through a webhook)."""
+        record = await until_answered("reading a record", read_record, self._store, entry.record)
+        posted = record.posted if record and self._sink.edits else None
+        alert = record.event_entry if record else None
+        event = {**alert.event, "category": alert.category} if alert else None
+        if posted is not None and posted.ts:
+            return escalation_message(posted.channel_id, posted.ts, entry.text, event)
+        return escalation_message(entry.channel, None, entry.text, event)
+
+    def _escalate(self, entry: EventEntry) -> Escalate | None:
+        """The start of an alert's escalation, for its post or its reopening reply (None: no steps)."""
+        steps = self._settings.escalation.get(str(entry.event.get("severity", "info")))
+        if not steps or not entry.record or (entry.reply and not entry.reopened):
+            return None
+        return Escalate(steps[0].after_ms * 1000, "reopen" if entry.reopened else "post")
 
     async def _settle(
         self, taken: Taken, dead_reason: str | None = None, posted: Posted | None = None, shown: int = 0
@@ -250,7 +280,9 @@ class Delivery:
         fields = taken.fields if dead_reason else None
         if dead_reason:
             log.error("dead-lettered %s: %s", taken.entry.id, dead_reason)
-        record = taken.entry.record if isinstance(taken.entry, EventEntry) and shown else ""
+        entry = taken.entry
+        escalate = self._escalate(entry) if isinstance(entry, EventEntry) and not dead_reason else None
+        record = entry.record if isinstance(entry, EventEntry) and (shown or escalate) else ""
         acked = await until_answered(
             "recording a delivery",
             self._group.settle,
@@ -262,12 +294,13 @@ class Delivery:
             shown,
             record,
             self._sink.edits,
+            escalate,
         )
         if dead_reason and not acked:
             return  # another replica settled it meanwhile: nothing was dead-lettered
         outcome = "dead_lettered" if dead_reason else ("delivered" if acked else "duplicate")
         self._metrics.deliveries.labels(outcome).inc()
-        if not dead_reason and isinstance(taken.entry, EventEntry):
+        if not dead_reason and isinstance(taken.entry, (EventEntry, EscalationEntry)):
             self._metrics.delivery_seconds.observe(max(0.0, time.time() - taken.entry.received_at))
 
     # -- gauges and digests ------------------------------------------------------

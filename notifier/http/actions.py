@@ -1,4 +1,4 @@
-"""``POST /v1/slack/actions``: the mute and unmute buttons of Slack messages.
+"""``POST /v1/slack/actions``: the mute, unmute, acknowledge and unacknowledge buttons of Slack messages.
 
 Slack posts a click as ``application/x-www-form-urlencoded`` with a ``payload``
 field holding a ``block_actions`` JSON, signed with the app's signing secret.
@@ -7,7 +7,10 @@ more than 5 minutes away: ``401``, nothing changes. A request it cannot read or
 an action it does not know is ``400``. A valid click answers ``200`` at once:
 the mute (or unmute) is an override like ``PUT /v1/limits`` (who clicked is its
 author), and the clicked message is edited through the fleet's edit budget to
-say who muted what until when, with the button that lifts it.
+say who muted what until when, with the button that lifts it. An ``Acknowledge``
+click records who and when in the alert's record (``http.alerts``), whose edit
+shows it; on a message whose alert is gone (past its window, or resolved) it
+changes nothing but a line on the message saying so.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from slack_sdk.signature import SignatureVerifier
 
 from ..rules import parse_duration_ms, parse_rules
 from ..settings import CATEGORY_PATTERN, MAX_CHOICE
-from ..slack.messages import CONTROLS, LINK, MUTE, MUTE_FOR, UNMUTE, escape, is_state_block
+from ..slack.messages import ACK, CONTROLS, LINK, MUTE, MUTE_FOR, UNACK, UNMUTE, escape, is_state_block
+from .alerts import SLACK, acknowledge
 from .answers import ApiError, json_response
 from .state import GATEWAY, Gateway
 
@@ -36,13 +40,16 @@ MESSAGE_RECORD_MS = 7 * 86_400_000  # how long a clicked message's record is kep
 # beyond the 64 KiB the other routes accept.
 MAX_ACTION_BODY = 1 << 20
 # A line a click added to a message's text; an event's text cannot hold one ("<" is escaped).
-_BANNER = re.compile(r"^(?:Muted .+ until \d\d:\d\d UTC|Unmuted .+) by <@[A-Z0-9]{1,32}>$")
+_BANNER = re.compile(
+    r"^(?:(?:Muted .+ until \d\d:\d\d UTC|Unmuted .+) by <@[A-Z0-9]{1,32}>|This alert is no longer open: .+)$"
+)
+GONE = "This alert is no longer open: nothing to acknowledge"  # a click on a message whose alert is gone
 
 
 class Click(NamedTuple):
     """One click on a message's control, as read from Slack's payload."""
 
-    action: str  # "mute", "unmute" or "link"
+    action: str  # "mute", "unmute", "ack", "unack" or "link"
     category: str
     record: str  # the alert's record, "" for another message
     user: str
@@ -65,6 +72,8 @@ async def post_action(request: web.Request) -> web.StreamResponse:
     click = read_click(raw, gateway)
     if click.action == LINK:  # Slack opened the link; there is nothing to do here
         return json_response({"status": "ok", "action": LINK})
+    if click.action in (ACK, UNACK):
+        return await _acknowledge(gateway, click)
     banner = await (_mute(gateway, click) if click.action == MUTE else _unmute(gateway, click))
     await _mark(gateway, click, banner)
     return json_response({"status": "ok", "action": click.action, "category": click.category})
@@ -114,7 +123,7 @@ def read_click(raw: bytes, gateway: Gateway) -> Click:
         )
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise ApiError(400, f"not a Slack block_actions request: {type(exc).__name__}") from exc
-    if payload.get("type") != "block_actions" or click.action not in (MUTE, UNMUTE):
+    if payload.get("type") != "block_actions" or click.action not in (MUTE, UNMUTE, ACK, UNACK):
         raise ApiError(400, f"unknown action {click.action!r}")
     _check(click, gateway)
     return click
@@ -151,6 +160,8 @@ def _check(click: Click, gateway: Gateway) -> None:
         raise ApiError(400, "the action names no alert of this gateway")
     if click.action == MUTE and not _mute_length(click.duration):
         raise ApiError(400, f"the action names no mute duration ({click.duration[:20]!r})")
+    if click.action in (ACK, UNACK) and not click.record:
+        raise ApiError(400, "an acknowledgement names no alert")
 
 
 def _mute_length(duration: str) -> int:
@@ -159,6 +170,16 @@ def _mute_length(duration: str) -> int:
         return max(0, parse_duration_ms(duration)) if len(duration) <= MAX_CHOICE else 0
     except ValueError:
         return 0
+
+
+async def _acknowledge(gateway: Gateway, click: Click) -> web.Response:
+    """Record (or lift) the acknowledgement; the alert's edit shows it. A gone alert: say so, change nothing."""
+    answer = await acknowledge(gateway, click.record, f"<@{click.user}>" if click.action == ACK else "", SLACK)
+    if answer is None:
+        await _mark(gateway, click._replace(record=""), GONE, MUTE)
+    return json_response(
+        {"status": "ok" if answer else "gone", "action": click.action, "category": click.category, **(answer or {})}
+    )
 
 
 async def _mute(gateway: Gateway, click: Click) -> str:
@@ -174,9 +195,9 @@ async def _unmute(gateway: Gateway, click: Click) -> str:
     return f"Unmuted {escape(click.category)} by <@{click.user}>"
 
 
-async def _mark(gateway: Gateway, click: Click, banner: str) -> None:
+async def _mark(gateway: Gateway, click: Click, banner: str, button: str = "") -> None:
     """Queue the edit of the clicked message: the banner, and the button that undoes the click."""
-    button = UNMUTE if click.action == MUTE else MUTE
+    button = button or (UNMUTE if click.action == MUTE else MUTE)
     keys_, scripts, store = gateway.keys, gateway.scripts, gateway.store
     common = [banner, button, click.channel_id, click.ts]
     if click.record and await store.run(scripts.mark, [click.record, keys_.edits], [*common, "", "", "", ""]):

@@ -42,6 +42,8 @@ async def stats_view(gateway: Gateway) -> dict[str, Any]:
         "by_category": dict(sorted(by_category.items())),
         "duplicates": counts.get(Stat.DUPLICATE, 0),
         "resolved": counts.get(Stat.RESOLVED, 0),
+        "reopened": counts.get(Stat.REOPENED, 0),
+        "escalated": counts.get(Stat.ESCALATED, 0),
         "delivered": counts.get(Stat.DELIVERED, 0),
         "delivered_again": counts.get(Stat.DELIVERED_AGAIN, 0),
         "dead_lettered": counts.get(Stat.DEAD_LETTERED, 0),

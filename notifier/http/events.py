@@ -11,7 +11,13 @@ from .answers import json_response, retry_after_header
 from .input import parse_event, read_body
 from .state import GATEWAY
 
-_STATUS = {Outcome.ACCEPTED: 202, Outcome.SHADOW: 202, Outcome.RESOLVED: 202, Outcome.DUPLICATE: 200}
+_STATUS = {
+    Outcome.ACCEPTED: 202,
+    Outcome.SHADOW: 202,
+    Outcome.RESOLVED: 202,
+    Outcome.REOPENED: 202,
+    Outcome.DUPLICATE: 200,
+}
 
 
 def decision_body(decision: Decision) -> dict[str, Any]:

@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from .. import __version__
-from ..models import Accepted, Dropped, Duplicate, Event, Problem, Resolved
+from ..models import Accepted, Dropped, Duplicate, Event, Problem, Reopened, Resolved
 from .alertmanager import Payload
+from .alerts import PAGE, AckRequest
 from .limits import OverrideRequest
 
 REF = "#/components/schemas/{model}"
@@ -93,7 +94,7 @@ class AlertOutcome(BaseModel):
     """
 
     model_config = ConfigDict(extra="allow")
-    status: Literal["accepted", "duplicate", "dropped", "resolved", "rejected"]
+    status: Literal["accepted", "duplicate", "dropped", "resolved", "reopened", "rejected"]
     category: str
     fingerprint: str
 
@@ -143,6 +144,40 @@ class ActionAnswer(BaseModel):
     status: Literal["ok"]
 
 
+class OpenAlert(BaseModel):
+    """One open alert: firing, not resolved, within its window."""
+
+    model_config = ConfigDict(extra="allow")
+    dedup_key: str
+    category: str
+    severity: str
+    text: str
+    first_seen: float = Field(description="unix seconds")
+    last_seen: float = Field(description="unix seconds")
+    seen: int = Field(ge=1)
+    acknowledged_by: str | None
+    acknowledged_at: float | None = Field(description="unix seconds, or null")
+    escalations: int = Field(ge=0, description="escalation steps posted so far")
+    held: bool
+    channel: str | None = Field(description="the channel id Slack answered, once posted")
+    ts: str | None = Field(description="the message's ts, once posted")
+
+
+class OpenAlerts(BaseModel):
+    """``GET /v1/alerts``: open alerts, newest first by first seen."""
+
+    alerts: list[OpenAlert] = Field(max_length=PAGE)
+    cursor: str | None = Field(description="the next page's cursor, or null on the last page")
+
+
+class AckAnswer(BaseModel):
+    """``POST``/``DELETE /v1/alerts/{dedup_key}/ack``: the alert's acknowledgement now."""
+
+    dedup_key: str
+    acknowledged_by: str | None
+    acknowledged_at: float | None = Field(description="unix seconds, or null")
+
+
 class Health(BaseModel):
     """``/healthz`` and ``/readyz``."""
 
@@ -150,10 +185,13 @@ class Health(BaseModel):
     status: str
 
 
-REQUESTS = (Event, Payload, OverrideRequest, RequeueRequest)
+REQUESTS = (Event, Payload, OverrideRequest, RequeueRequest, AckRequest)
 ANSWERS = (
     Accepted,
     Resolved,
+    Reopened,
+    OpenAlerts,
+    AckAnswer,
     Duplicate,
     Dropped,
     Problem,
@@ -266,7 +304,12 @@ def _event_paths() -> Doc:
                 Event,
                 "Post one event",
                 {
-                    "202": _json("admitted and queued, or the resolution of an admitted alert", Accepted, Resolved),
+                    "202": _json(
+                        "admitted and queued, the resolution of an admitted alert, or a resolved alert firing again",
+                        Accepted,
+                        Resolved,
+                        Reopened,
+                    ),
                     "200": _json("its dedup_key (same status) was admitted within the category's window", Duplicate),
                     "429": _json("not admitted; nothing counted against any level", Dropped, headers=RETRY_AFTER),
                 },
@@ -304,6 +347,39 @@ def _event_paths() -> Doc:
                     **UNAVAILABLE,
                 },
             }
+        },
+    }
+
+
+def _alert_paths() -> Doc:
+    key = [{"name": "dedup_key", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 200}}]
+    cursor = [{"name": "cursor", "in": "query", "required": False, "schema": {"type": "string"}}]
+    acked = {
+        "200": _json("the acknowledgement now", AckAnswer),
+        "404": _json("no open alert has this dedup_key", Problem),
+    }
+    return {
+        "/v1/alerts": {
+            "get": {
+                "summary": "Open alerts, newest first, a page at a time",
+                "security": TOKEN,
+                "parameters": cursor,
+                "responses": {
+                    "200": _json("a page of open alerts", OpenAlerts),
+                    "400": _json("not a cursor of this gateway", Problem),
+                    "401": REFUSED["401"],
+                    **UNAVAILABLE,
+                },
+            }
+        },
+        "/v1/alerts/{dedup_key}/ack": {
+            "parameters": key,
+            "post": _post(AckRequest, "Acknowledge an open alert", acked, required=False),
+            "delete": {
+                "summary": "Lift an open alert's acknowledgement",
+                "security": TOKEN,
+                "responses": {**acked, "401": REFUSED["401"], "422": REFUSED["422"], **UNAVAILABLE},
+            },
         },
     }
 
@@ -348,7 +424,7 @@ def spec() -> Doc:
             "version": __version__,
             "description": "Slack notification gateway with fleet-wide rate limits.",
         },
-        "paths": {**_event_paths(), **_limits_paths(), **_ops_paths()},
+        "paths": {**_event_paths(), **_limits_paths(), **_alert_paths(), **_ops_paths()},
         "components": {
             "schemas": _schemas(),
             "securitySchemes": {

@@ -116,9 +116,13 @@ class MessageState:
     button: str = ""  # "mute", "unmute" or "" (no actions on the message)
     record: str = ""  # the record a click on the button refers to
     choices: tuple[str, ...] = ()  # the mute durations offered (NOTIFIER_MUTE_CHOICES)
+    reopened: int = 0  # times a resolved alert fired again
+    acknowledged: str = ""  # "Acknowledged by <@U1> at 14:05 UTC" (already escaped), or ""
+    ack: str = ""  # "ack", "unack" or "": the acknowledgement button, first of the controls
 
 
 MUTE, UNMUTE, LINK = "mute", "unmute", "link"
+ACK, UNACK = "ack", "unack"
 MUTE_FOR = "1h"  # the mute of a message posted before the choices existed (its button names none)
 STATE = "notifier-state-"  # the block_id prefix of the blocks a message's state adds
 CONTROLS = STATE + "actions:"  # block_id of the controls: this prefix, then "<category>:<record digest>"
@@ -146,12 +150,16 @@ def with_state(message: Message, own: list[Block], state: MessageState, category
 
 
 def state_lines(state: MessageState) -> list[str]:
-    """What changed since the message was posted: repeats, and a banner (a mute)."""
+    """What changed since the message was posted: reopenings, repeats, the acknowledgement, a banner (a mute)."""
     lines = []
+    if state.reopened:
+        lines.append(f"Reopened {state.reopened} {'time' if state.reopened == 1 else 'times'}")
     if state.seen > 1:
         lines.append(
             f"Seen {state.seen} times, last at {time.strftime('%H:%M:%S UTC', time.gmtime(state.last_us / 1e6))}"
         )
+    if state.acknowledged:
+        lines.append(state.acknowledged)
     if state.banner:
         lines.append(state.banner)
     return lines
@@ -164,7 +172,7 @@ def state_blocks(state: MessageState, category: str) -> list[Block]:
     with a click can be told apart from what was added (see :func:`is_state_block`).
     """
     blocks = [{**context(line), "block_id": f"{STATE}{i}"} for i, line in enumerate(state_lines(state))]
-    if state.button:
+    if state.button or (state.ack and state.record):
         blocks.append(controls_block(state, category))
     return blocks
 
@@ -175,15 +183,19 @@ def is_state_block(block: Block) -> bool:
 
 
 def controls_block(state: MessageState, category: str) -> Block:
-    """An actions block with the mute control (or the unmute button) of ``category``.
+    """An actions block: an alert's acknowledgement button first, then the mute control (or unmute).
 
     Its ``block_id`` names the category and the alert's record (by its digest):
     a select option's value has room for 150 characters only, so the duration
     alone goes there, and Slack sends the block's id back with every click.
     """
     digest = state.record.rpartition(":")[2] if state.record else ""
-    control = mute_control(category, state) if state.button == MUTE else unmute_button(category, state.record)
-    return {"type": "actions", "block_id": f"{CONTROLS}{category}:{digest}", "elements": [control]}
+    elements = [ack_button(state.ack, category, state.record)] if state.ack and state.record else []
+    if state.button == MUTE:
+        elements.append(mute_control(category, state))
+    elif state.button == UNMUTE:
+        elements.append(unmute_button(category, state.record))
+    return {"type": "actions", "block_id": f"{CONTROLS}{category}:{digest}", "elements": elements}
 
 
 def mute_control(category: str, state: MessageState) -> Block:
@@ -237,15 +249,40 @@ def links_block(links: list[dict[str, str]]) -> list[Block]:
     return [{"type": "actions", "block_id": LINKS, "elements": elements}]
 
 
+def ack_button(action: str, category: str, record: str) -> Block:
+    """The ``Acknowledge`` (or ``Unacknowledge``) button of an alert's message."""
+    label = "Acknowledge" if action == ACK else "Unacknowledge"
+    return button(action, label, _value(category, record), "primary" if action == ACK else "")
+
+
+def acknowledged_line(by: str, at_us: int) -> str:
+    """``Acknowledged by <@U1> at 14:05 UTC`` (``by`` already escaped, or a mention)."""
+    return f"Acknowledged by {by} at {time.strftime('%H:%M UTC', time.gmtime(at_us / 1e6))}"
+
+
 def fit_plain(text: str, limit: int) -> str:
     """Plain text (no escaping) cut to ``limit`` characters."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def reply_message(channel: str, thread_ts: str | None, event: dict[str, Any]) -> Message:
-    """An alert's resolution, as a reply in the thread of its message (or on its own)."""
-    text = fit_text(f":white_check_mark: Resolved: {event_text(event)}")
-    return Message(channel, text, [section(":white_check_mark: *Resolved*"), *event_blocks(event)][:BLOCKS], thread_ts)
+def reply_message(channel: str, thread_ts: str | None, event: dict[str, Any], reopened: bool = False) -> Message:
+    """An alert's resolution (or its firing again), as a reply in the thread of its message (or on its own)."""
+    icon, head = (":rotating_light:", "Firing again") if reopened else (":white_check_mark:", "Resolved")
+    text = fit_text(f"{icon} {head}: {event_text(event)}")
+    return Message(channel, text, [section(f"{icon} *{head}*"), *event_blocks(event)][:BLOCKS], thread_ts)
+
+
+def escalation_message(channel: str, thread_ts: str | None, text: str, event: dict[str, Any] | None) -> Message:
+    """An escalation step: ``Not acknowledged after 5m: <@U0LEAD>``, in the alert's thread (or on its own).
+
+    ``text`` comes from the settings, whose mentions are the point of it: not escaped.
+    On its own (a webhook, or the alert's message is unknown) it quotes the alert.
+    """
+    lines = [text]  # the contract: the reply starts "Not acknowledged after"
+    if thread_ts is None and event is not None:
+        lines.append(fit(f"{event.get('category', '')}: {event.get('text', '')}", SECTION_TEXT - 1000))
+    body = "\n".join(lines)
+    return Message(channel, fit_text(body), [section(body[:SECTION_TEXT])], thread_ts)
 
 
 def edited_message(channel: str, base: list[Block], text: str, state: MessageState, category: str) -> Message:

@@ -9,6 +9,11 @@ from __future__ import annotations
 import hashlib
 
 
+def key_digest(dedup_key: str) -> str:
+    """The last part of an alert's record key: 32 hex digits, whatever the key holds."""
+    return hashlib.sha256(dedup_key.encode()).hexdigest()[:32]
+
+
 class Keys:
     """Names of every key of one deployment, all in the slot of ``{prefix}``."""
 
@@ -29,6 +34,13 @@ class Keys:
         self.edits_claimed = base + "edits:claimed"
         self.update_pace = base + "pace:*update"
         self.update_cooldown = base + "cooldown:*update"
+        # Open alerts: record key -> first seen (us), -> end of its window (us), and
+        # dedup_key digest -> record key, for GET /v1/alerts and acknowledgements.
+        self.alerts_open = base + "alerts:open"
+        self.alerts_ends = base + "alerts:ends"
+        self.alerts_index = base + "alerts:index"
+        self.alert_keys = [self.alerts_open, self.alerts_ends, self.alerts_index]
+        self.timers = base + "timers"  # escalations due: record key -> due time (us)
 
     def category_log(self, category: str) -> str:
         return f"{self.base}log:cat:{category}"
@@ -39,7 +51,7 @@ class Keys:
 
     def record(self, category: str, dedup_key: str) -> str:
         """An alert's record: its first event, repeats, state and Slack message identity."""
-        return self.record_of(category, hashlib.sha256(dedup_key.encode()).hexdigest()[:32])
+        return self.record_of(category, key_digest(dedup_key))
 
     def record_of(self, category: str, digest: str) -> str:
         """An alert's record by its category and the digest of its key (as a control names it)."""
@@ -63,8 +75,9 @@ class Stat:
     """Fields of the stats hash, shared by the fleet.
 
     The Lua scripts write them (``admit.lua``: accepted, dropped, duplicate,
-    resolved and the per-category fields; ``settle.lua``: delivered,
-    delivered_again, dead_lettered; ``requeue.lua``: requeued); the gateway
+    resolved, reopened and the per-category fields; ``settle.lua``: delivered,
+    delivered_again, dead_lettered; ``requeue.lua``: requeued; ``timers.lua``:
+    escalated); the gateway
     reads them here only.
     """
 
@@ -72,6 +85,8 @@ class Stat:
     DROPPED = "dropped"
     DUPLICATE = "duplicate"
     RESOLVED = "resolved"
+    REOPENED = "reopened"
+    ESCALATED = "escalated"
     DELIVERED = "delivered"
     DELIVERED_AGAIN = "delivered_again"
     DEAD_LETTERED = "dead_lettered"

@@ -7,7 +7,20 @@ from typing import Any
 
 from redis.commands.core import AsyncScript
 
-NAMES = ("admit", "pace", "settle", "digest", "limits", "requeue", "restore", "override", "edits", "mark")
+NAMES = (
+    "admit",
+    "pace",
+    "settle",
+    "digest",
+    "limits",
+    "requeue",
+    "restore",
+    "override",
+    "edits",
+    "mark",
+    "ack",
+    "timers",
+)
 
 
 def script_dir() -> Path:
@@ -29,6 +42,8 @@ class Scripts:
     override: AsyncScript
     edits: AsyncScript
     mark: AsyncScript
+    ack: AsyncScript
+    timers: AsyncScript
 
     def __init__(self, client: Any) -> None:
         folder = script_dir()

@@ -459,6 +459,24 @@ class SlackStandin:
             wanted = channel_id_for(channel) if channel is not None else None
             return [m for m in self.messages if m.thread_ts == ts and wanted in (None, m.channel_id)]
 
+    def life(self, ts: str) -> str:
+        """One message's life as recorded here: its post, edits and thread replies, in time order."""
+        message = self.message(ts)
+        if message is None:
+            raise KeyError(ts)
+
+        def stamp(at: float) -> str:
+            clock = time.strftime("%H:%M:%S", time.gmtime(at))
+            return f"{clock}.{int(at % 1 * 1000):03d} UTC (+{at - message.at:.3f}s)"
+
+        def first_line(text: str) -> str:
+            return text.split("\n", 1)[0] + (" | " + " | ".join(text.split("\n")[1:]) if "\n" in text else "")
+
+        events = [(message.at, f"post  {stamp(message.at)}: {first_line(message.raw.get('text', ''))}")]
+        events += [(e.at, f"edit  {stamp(e.at)}: {first_line(e.text)}") for e in message.edits]
+        events += [(r.at, f"reply {stamp(r.at)}: {first_line(r.text)}") for r in self.replies(ts)]
+        return "\n".join(line for _, line in sorted(events))
+
     def message_json(self, ts: str, channel: str | None = None) -> dict:
         """The message as Slack shows it (in API answers and interaction payloads)."""
         with self._lock:

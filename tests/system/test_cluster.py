@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
-from helpers import Gateway, RedisServer, free_port, need, wait_for
+from helpers import Gateway, RedisServer, free_port, http, need, wait_for
 from redis.cluster import RedisCluster
 from slack_standin import TOKEN
 
@@ -228,3 +228,19 @@ def test_digest_of_drops_on_cluster(launch, slack):
     wait_for(digests, 15, what="a digest")
     assert len(digests()) == 1 and "Suppressed 3" in digests()[0]
     assert sorted(delivered(slack, "noisy")) == ["noisy-0", "noisy-1"]
+
+
+def test_alerts_on_cluster_reopen_acknowledge_escalate_and_list(launch, slack):
+    """The alert scripts (ack.lua, timers.lua) and the open-alert index keep to the one slot."""
+    gateway = launch("cl-alerts", NOTIFIER_ESCALATION='{"critical": ["1s <@U0ONCALL1>"]}')
+    alert = {"category": "db", "text": "cl-alert down", "dedup_key": "cl-1", "severity": "critical"}
+    assert gateway.post(alert)[0] == 202
+    assert gateway.post({**alert, "dedup_key": "cl-2", "text": "cl-other down"})[0] == 202
+    assert gateway.post({**alert, "status": "resolved"})[0] == 202
+    assert gateway.post(alert)[1]["status"] == "reopened"
+    status, body, _ = http("POST", gateway.url + "/v1/alerts/cl-2/ack", {"by": "dana"})
+    assert status == 200 and body["acknowledged_by"] == "dana", body
+    status, listed, _ = http("GET", gateway.url + "/v1/alerts")
+    assert status == 200 and [a["dedup_key"] for a in listed["alerts"]] == ["cl-2", "cl-1"], listed
+    post = wait_for(lambda: next((m for m in slack.received() if "cl-alert down" in m.text and not m.thread_ts), None))
+    wait_for(lambda: any("Not acknowledged after 1s" in r.text for r in slack.replies(post.ts)), 15, what="the step")

@@ -22,6 +22,7 @@ from notifier.slack.messages import (
     MessageState,
     digest_message,
     edited_message,
+    escalation_message,
     event_message,
     is_state_block,
     reply_message,
@@ -72,6 +73,9 @@ states = st.builds(
     button=st.sampled_from(["", MUTE, UNMUTE]),
     record=st.text(alphabet=string.printable, max_size=200),
     choices=CHOICES.map(tuple),
+    reopened=st.integers(0, 10**6),
+    acknowledged=st.sampled_from(["", "Acknowledged by <@U0ALICE123> at 14:05 UTC"]),
+    ack=st.sampled_from(["", "ack", "unack"]),
 )
 
 
@@ -80,7 +84,8 @@ states = st.builds(
 def test_event_messages_fit(event, state):
     message = event_message("#alerts", event, state)
     fits(message)
-    assert "<!channel>" not in message.text and "<@" not in message.text.replace(state.banner, "")
+    own = message.text.replace(state.acknowledged, "").replace(state.banner, "")
+    assert "<!channel>" not in message.text and "<@" not in own
 
 
 LARGEST = {
@@ -185,3 +190,30 @@ def test_one_mute_choice_is_a_button_several_are_a_menu():
     assert message.blocks[-1]["block_id"] == "notifier-state-actions:db:" + "a" * 32
     (lift,) = elements(event_message("#a", event, MessageState(button=UNMUTE, record=record, choices=("1h", "4h"))))
     assert (lift["type"], lift["action_id"], lift["text"]["text"]) == ("button", UNMUTE, "Unmute db")
+
+
+def test_an_alert_s_state_with_every_line_and_both_buttons_fits_even_on_a_full_message():
+    state = MessageState(
+        seen=3,
+        last_us=1,
+        banner="Muted db until 14:05 UTC by <@U1>",
+        button=MUTE,
+        record="notifier:{notifier}:alert:db:" + "0" * 32,
+        reopened=2,
+        acknowledged="Acknowledged by <@U1> at 14:05 UTC",
+        ack="unack",
+    )
+    message = event_message("#alerts", {"category": "db", "text": "disk full"}, state)
+    fits(message)
+    assert "Reopened 2 times" in message.text and "Acknowledged by <@U1> at 14:05 UTC" in message.text
+    actions = next(b for b in message.blocks if b["type"] == "actions")["elements"]
+    assert [a["action_id"] for a in actions] == ["unack", MUTE]  # acknowledgement first
+    base = [{"type": "section", "text": {"type": "mrkdwn", "text": f"part {i}"}} for i in range(50)]
+    fits(edited_message("C0123456789", base, "disk full", state, "db"))
+    assert len(edited_message("C0123456789", base, "disk full", state, "db").blocks) == 50
+    fits(
+        escalation_message(
+            "C0123456789", None, "Not acknowledged after 5m: <@U1>", {"category": "db", "text": "<" * 3000}
+        )
+    )
+    fits(reply_message("C0123456789", "1.000001", {"category": "db", "text": "&" * 3000}, reopened=True))
