@@ -72,7 +72,7 @@ async def post_requeue(request: web.Request) -> web.StreamResponse:
 
 
 def _requested_ids(raw: bytes) -> list[str] | None:
-    if not raw.strip():
+    if not raw:  # no body: all (a body of blanks is not JSON, and is refused)
         return None
     try:
         body = json.loads(raw)

@@ -117,10 +117,16 @@ def to_event(alert: Alert, label: str) -> Event:
         title=f"{name} {alert.status}"[:150],
         severity=_SEVERITIES.get(alert.labels.get("severity", "").lower(), "warning"),
         fields=dict(list(fields.items())[:20]),
-        dedup_key=f"am:{identity}:{normal_time(alert.startsAt)}",
+        dedup_key=_dedup_key(identity, normal_time(alert.startsAt)),
         status="resolved" if alert.status == "resolved" else "firing",
         links=links_of(alert),
     )
+
+
+def _dedup_key(identity: str, starts_at: str) -> str:
+    """``am:<identity>:<startsAt>``, hashed when longer than a dedup key may be (a payload's own oddity)."""
+    key = f"am:{identity}:{starts_at}"
+    return key if len(key) <= 200 else "am:" + hashlib.sha256(key.encode()).hexdigest()
 
 
 async def post_alertmanager(request: web.Request) -> web.StreamResponse:

@@ -33,6 +33,7 @@ from .input import MAX_BODY
 from .openapi import openapi_handler
 from .state import GATEWAY, METRICS, SETTINGS, Gateway
 
+ANY = r"[\s\S]"  # any character, a newline too (a path may hold %0A; "." would leave it to aiohttp's text 404)
 GAUGES_EVERY = 5.0  # seconds between two reads of the global level's use for the gauges
 
 
@@ -90,15 +91,15 @@ def create_app(settings: Settings) -> web.Application:
         web.delete("/v1/limits/{level}", limits.delete_limit),
         web.post("/v1/slack/actions", post_action),
         web.get("/v1/alerts", alerts.get_alerts),
-        web.post("/v1/alerts/{dedup_key:.+}/ack", alerts.post_ack),
-        web.delete("/v1/alerts/{dedup_key:.+}/ack", alerts.delete_ack),
+        web.post("/v1/alerts/{dedup_key:" + ANY + "+}/ack", alerts.post_ack),
+        web.delete("/v1/alerts/{dedup_key:" + ANY + "+}/ack", alerts.delete_ack),
         web.get("/v1/dead", admin.get_dead),
         web.post("/v1/dead/requeue", admin.post_requeue),
         web.get("/healthz", ops.healthz),
         web.get("/readyz", ops.readyz),
         web.get("/metrics", ops.metrics),
         web.get("/openapi.json", openapi_handler),
-        web.route("*", "/{path:.*}", no_route),
+        web.route("*", "/{path:" + ANY + "*}", no_route),
     ]  # last: unknown paths and methods
     # Each handler answers its own errors: no middleware, see answers.py for why.
     app.add_routes(web.RouteDef(r.method, r.path, answers_errors(r.handler), r.kwargs) for r in routes)

@@ -255,3 +255,12 @@ def test_fast_parsing_accepts_only_what_strict_parsing_accepts_the_same(raw):
     if fast is None:
         return
     assert fast == gateway_app._validated_event(gateway_app.decode_json(raw))
+
+
+async def test_an_alert_with_an_odd_starts_at_still_fits_a_dedup_key(client):
+    """Whatever Alertmanager's payload holds, a readable alert is decided, never refused for its key."""
+    alert = {"labels": {"alertname": "A"}, "fingerprint": "f" * 150, "startsAt": "x" * 500}
+    response = await client.post("/v1/alertmanager", json={"alerts": [alert, {**alert, "startsAt": "y" * 500}]})
+    answer = await response.json()
+    assert response.status == 200, answer
+    assert [r["status"] for r in answer["results"]] == ["accepted", "accepted"], "two keys, not one"
