@@ -147,6 +147,29 @@ def unmute(url: str, token: str | None, category: str) -> int:
     return _change(url, "DELETE", category, token, None)
 
 
+def maintenance(url: str, token: str | None, name: str, body: dict[str, Any] | None) -> int:
+    """``notifier maintenance``: open a window (``body``, as ``PUT /v1/windows/NAME`` takes it), or end it (None)."""
+    target = f"{url.rstrip('/')}/v1/windows/{urllib.parse.quote(name, safe='')}"
+    try:
+        answer = request("DELETE" if body is None else "PUT", target, token, body)
+    except Answer as exc:
+        print(f"notifier: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as exc:
+        print(f"notifier: cannot reach {url}: {exc}", file=sys.stderr)
+        return 1
+    if body is None:
+        print(f"{name}: ended at {_utc(answer['end'])}")
+    else:
+        held = ", ".join([*answer["categories"], *answer["channels"]])
+        print(f"{name}: holds {held} from {_utc(answer['start'])} until {_utc(answer['end'])}")
+    return 0
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+
+
 def _change(url: str, method: str, category: str, token: str | None, body: dict[str, Any] | None) -> int:
     target = f"{url.rstrip('/')}/v1/limits/{urllib.parse.quote(category, safe='')}"
     try:

@@ -95,7 +95,7 @@ def _days(spec: str, text: str) -> frozenset[int]:
         if first not in DAYS or (last and last not in DAYS):
             raise ValueError(f"{item!r} in {text!r} is not a day or a range of days ({', '.join(DAYS)})")
         a, b = DAYS.index(first), DAYS.index(last or first)
-        days.update(range(a, b + 1) if a <= b else [*range(a, 7), *range(0, b + 1)])
+        days.update(range(a, b + 1) if a <= b else [*range(a, 7), *range(b + 1)])
     return frozenset(days)
 
 
@@ -154,3 +154,24 @@ def current_or_next(windows: tuple[QuietWindow, ...], now_us: int, horizon_days:
     horizon = now_us + horizon_days * 86_400 * US
     spans = merged([s for w in windows for s in w.spans(now_us, horizon)])
     return next((s for s in spans if s.end_us > now_us), None)
+
+
+@dataclass(frozen=True)
+class MaintenanceWindow:
+    """A maintenance window: it holds the events of its categories and channels from start to end."""
+
+    name: str
+    start_us: int
+    end_us: int
+    categories: tuple[str, ...] = ()
+    channels: tuple[str, ...] = ()
+    note: str = ""
+    by: str = ""
+
+    def covers(self, channel: str, category: str) -> bool:
+        """True when an event of ``category`` posted to ``channel`` is this window's to hold."""
+        return channel in self.channels or category in self.categories
+
+    @property
+    def span(self) -> Span:
+        return Span(self.start_us, self.end_us)

@@ -7,7 +7,7 @@ from typing import Any
 
 from redis.commands.core import AsyncScript
 
-NAMES = ("admit", "pace", "settle", "digest", "limits", "requeue", "restore", "override", "edits", "mark")
+NAMES = ("admit", "pace", "settle", "digest", "limits", "requeue", "restore", "override", "edits", "mark", "window")
 
 
 def script_dir() -> Path:
@@ -29,6 +29,7 @@ class Scripts:
     override: AsyncScript
     edits: AsyncScript
     mark: AsyncScript
+    window: AsyncScript
 
     def __init__(self, client: Any) -> None:
         folder = script_dir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime, timezone
+from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -79,7 +80,7 @@ def test_every_instant_of_a_daily_window_is_in_exactly_one_span(at_us):
     for zone in (BERLIN, NEW_YORK):
         windows = parse_quiet_hours(f"01:30-02:30 {zone}")
         found = [s for w in windows for s in w.spans(at_us - 3 * 86_400 * US, at_us + 3 * 86_400 * US)]
-        assert all(a.end_us <= b.start_us for a, b in zip(found, found[1:], strict=False))
+        assert all(a.end_us <= b.start_us for a, b in pairwise(found))
         assert 5 <= len(found) <= 7 and all(s.end_us > s.start_us for s in found)
 
 
@@ -87,7 +88,7 @@ def test_every_instant_of_a_daily_window_is_in_exactly_one_span(at_us):
     "value,words",
     [
         ("", "no window"),
-        ("19:00-08:00", "HH:MM-HH:MM TIMEZONE"),
+        ("19:00-08:00", r"HH:MM-HH:MM TIMEZONE"),
         ("19:00-08:00 Mars/Olympus", "IANA"),
         ("25:00-08:00 UTC", "time of day"),
         ("19:60-08:00 UTC", "time of day"),
@@ -108,7 +109,7 @@ def test_bad_windows_say_what_is_wrong(value, words):
 )
 def test_a_bad_setting_names_the_variable(monkeypatch, value):
     monkeypatch.setenv("NOTIFIER_QUIET_HOURS", value)
-    with pytest.raises(SettingsError, match="^invalid setting NOTIFIER_QUIET_HOURS: "):
+    with pytest.raises(SettingsError, match=r"^invalid setting NOTIFIER_QUIET_HOURS: "):
         load_settings()
 
 
@@ -119,5 +120,5 @@ def test_hold_bypass_is_a_list_of_severities(monkeypatch):
     monkeypatch.setenv("NOTIFIER_HOLD_BYPASS", "")
     assert load_settings().hold_bypass == ()
     monkeypatch.setenv("NOTIFIER_HOLD_BYPASS", "urgent")
-    with pytest.raises(SettingsError, match="^invalid setting NOTIFIER_HOLD_BYPASS: 'urgent'"):
+    with pytest.raises(SettingsError, match=r"^invalid setting NOTIFIER_HOLD_BYPASS: 'urgent'"):
         load_settings()
