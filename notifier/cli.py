@@ -1,5 +1,5 @@
-"""The ``notifier`` command: ``serve`` runs the gateway; ``status``, ``mute``, ``unmute``, ``ack`` and
-``unack`` talk to one.
+"""The ``notifier`` command: ``serve`` runs the gateway; ``status``, ``mute``, ``unmute``, ``ack``,
+``unack`` and ``maintenance`` talk to one.
 
 A start-up problem (a bad setting, a missing env file, a port in use) is one
 line on stderr naming the variable, file or port, and exit status 2.
@@ -67,9 +67,23 @@ def _parser() -> argparse.ArgumentParser:
     unack.set_defaults(
         run=lambda args, settings: terminal.unack(_url(args, settings), _token(args, settings), args.dedup_key)
     )
-    for sub in (serve, status, mute, unmute, ack, unack):
+    window = commands.add_parser("maintenance", help="open or end a maintenance window for the whole fleet")
+    window.add_argument("name")
+    window.add_argument("--for", dest="for_", metavar="DURATION", help="how long from its start, e.g. 2h")
+    window.add_argument("--until", metavar="WHEN", help="its end instead: unix seconds or ISO 8601")
+    window.add_argument("--start", metavar="WHEN", help="unix seconds or ISO 8601 (default: now)")
+    window.add_argument("--category", action="append", default=[], help="a category it holds (repeat for more)")
+    window.add_argument("--channel", action="append", default=[], help="a channel it holds (repeat for more)")
+    window.add_argument("--note", default="", help="said in its start and end messages")
+    window.add_argument("--end", action="store_true", help="end the window now")
+    window.set_defaults(
+        run=lambda args, settings: terminal.maintenance(
+            _url(args, settings), _token(args, settings), args.name, _window_body(args)
+        )
+    )
+    for sub in (serve, status, mute, unmute, ack, unack, window):
         sub.add_argument("--env-file", help="read NOTIFIER_* settings from this file too")
-    for sub in (status, mute, unmute, ack, unack):
+    for sub in (status, mute, unmute, ack, unack, window):
         sub.add_argument("--url", default=None, help="gateway URL (default: from NOTIFIER_HOST/NOTIFIER_PORT)")
         sub.add_argument("--token", default=None, help="bearer token (default: the first of NOTIFIER_API_TOKENS)")
     return parser
@@ -77,6 +91,19 @@ def _parser() -> argparse.ArgumentParser:
 
 def _url(args: argparse.Namespace, settings: Settings) -> str:
     return str(args.url or f"http://{settings.host}:{settings.port}")
+
+
+def _window_body(args: argparse.Namespace) -> dict[str, object] | None:
+    """The body of ``PUT /v1/windows/NAME`` from the options; None for ``--end``."""
+    if args.end:
+        return None
+    body: dict[str, object] = {"categories": args.category, "channels": args.channel, "note": args.note}
+    for key, value in (("start", args.start), ("end", args.until)):
+        if value is not None:  # unix seconds as a number, else ISO 8601 as given
+            body[key] = float(value) if value.replace(".", "", 1).isdigit() else value
+    if args.for_ is not None:
+        body["for"] = args.for_
+    return body
 
 
 def _token(args: argparse.Namespace, settings: Settings) -> str | None:

@@ -21,9 +21,12 @@ from fractions import Fraction
 from .rules import Rule, Rules, longest_ms
 from .settings import GLOBAL as GLOBAL  # the global level's name, re-exported: policy speaks of levels
 from .settings import Settings
+from .windows import MaintenanceWindow, QuietWindow, Span, current_or_next
 
 CATEGORY = "category"  # what a refusal names for a category's own level
 CRITICAL_CLASS = "severity:critical"
+MAX_CACHED_CHANNELS = 10_000  # channels whose quiet hours a snapshot remembers (channels come from settings)
+NO_QUIET_RECHECK_US = 3_600_000_000  # a channel with no quiet hours within 8 days is looked at again hourly
 
 
 def category_class(category: str) -> str:
@@ -75,7 +78,11 @@ class Policy:
     reserves: tuple[Reserve, ...] = ()
     overrides: Mapping[str, Override] = field(default_factory=dict)
     version: int = 0  # the store's override version this snapshot was read at
+    quiet: Mapping[str, tuple[QuietWindow, ...]] = field(default_factory=dict)  # channel or "*" -> windows
+    maintenance: Mapping[str, MaintenanceWindow] = field(default_factory=dict)  # not yet ended, by name
+    hold_bypass: frozenset[str] = frozenset()  # severities no window holds
     _critical: int = field(init=False, repr=False, compare=False)
+    _quiet_spans: dict[str, tuple[int, tuple[str, Span] | None]] = field(init=False, repr=False, compare=False)
     _by_category: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
     @classmethod
@@ -91,11 +98,51 @@ class Policy:
             default_channel=settings.slack_channel or "default",
             categories=None if settings.categories is None else frozenset(settings.categories),
             reserves=tuple(reserves),
+            quiet=dict(settings.quiet_hours),
+            hold_bypass=frozenset(settings.hold_bypass),
         )
 
-    def with_overrides(self, overrides: Mapping[str, Override], version: int) -> Policy:
-        """The same defaults with ``overrides`` in force, as read at ``version``."""
-        return replace(self, overrides=dict(overrides), version=version)
+    def with_overrides(
+        self,
+        overrides: Mapping[str, Override],
+        version: int,
+        maintenance: Mapping[str, MaintenanceWindow] | None = None,
+    ) -> Policy:
+        """The same defaults with ``overrides`` (and maintenance windows) in force, as read at ``version``."""
+        windows = self.maintenance if maintenance is None else dict(maintenance)
+        return replace(self, overrides=dict(overrides), version=version, maintenance=windows)
+
+    def quiet_windows(self, channel: str) -> tuple[QuietWindow, ...]:
+        """The quiet hours of ``channel``: its own and those of every channel (``*``)."""
+        return self.quiet.get(channel, ()) + self.quiet.get("*", ())
+
+    def hold(self, channel: str, category: str, now_us: int) -> tuple[str, Span] | None:
+        """The window that holds an event of ``category`` in ``channel`` at ``now_us`` (or next), with its span.
+
+        Maintenance windows first (their name), then quiet hours (as configured).
+        The span may lie ahead: the admission script decides by the store's clock
+        whether it holds, so a window starts and ends to the microsecond everywhere.
+        """
+        if not self.maintenance and not self.quiet:
+            return None  # the storm path without windows: nothing to look at
+        spans = [(w.name, w.span) for w in self.maintenance.values() if w.covers(channel, category)]
+        quiet = self._quiet_span(channel, now_us)
+        if quiet is not None:
+            spans.append(quiet)
+        current = [(name, span) for name, span in spans if span.end_us > now_us]
+        return min(current, key=lambda item: item[1].start_us) if current else None
+
+    def _quiet_span(self, channel: str, now_us: int) -> tuple[str, Span] | None:
+        """The channel's quiet hours in force or next; kept until they end (one zone computation per stretch)."""
+        valid_until, found = self._quiet_spans.get(channel, (0, None))
+        if now_us < valid_until:
+            return found
+        windows = self.quiet_windows(channel)
+        span = current_or_next(windows, now_us) if windows else None
+        found = ("; ".join(w.text for w in windows), span) if span is not None else None
+        if len(self._quiet_spans) < MAX_CACHED_CHANNELS:
+            self._quiet_spans[channel] = (span.end_us if span else now_us + NO_QUIET_RECHECK_US, found)
+        return found
 
     def rules_for(self, level: str) -> Rules:
         """The rules in force for ``level``: ``global`` or a category (its override first)."""
@@ -134,6 +181,7 @@ class Policy:
         by_class = {reserve.class_id: index for index, reserve in enumerate(self.reserves, 1)}
         object.__setattr__(self, "_critical", by_class.pop(CRITICAL_CLASS, 0))
         object.__setattr__(self, "_by_category", {c.partition(":")[2]: i for c, i in by_class.items()})
+        object.__setattr__(self, "_quiet_spans", {})
 
     def class_of(self, category: str, severity: str) -> int:
         """The index of the event's class in :attr:`reserves`, plus one; 0 for no class."""

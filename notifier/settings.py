@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from .errors import SettingsError
 from .escalation import Step, parse_escalation
 from .rules import Rules, parse_duration_ms, parse_rules, parse_share
+from .windows import QuietWindow, parse_quiet_hours
 
 ENV_PREFIX = "NOTIFIER_"
 CATEGORY_PATTERN = r"^[A-Za-z0-9_.:\-]{1,64}$"
@@ -29,6 +30,7 @@ _CATEGORY = re.compile(CATEGORY_PATTERN)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 GLOBAL = "global"  # the global level's name: no category may have it
+SEVERITIES = ("info", "warning", "error", "critical")
 MAX_MUTE_CHOICES = 5  # what one Slack menu shows without scrolling (an overflow menu holds 5)
 MAX_CHOICE = 20  # characters of one mute choice: it is a select option's value and part of its label
 
@@ -67,6 +69,27 @@ def _mute_choices(value: object) -> tuple[str, ...]:
     if len(set(lengths)) != len(lengths):
         raise ValueError("a duration is given twice")
     return choices
+
+
+def _quiet_hours(value: object) -> dict[str, tuple[QuietWindow, ...]]:
+    """Channel (or ``*``) -> its windows; the first bad one named with its channel."""
+    parsed = {}
+    for channel, windows in _json_object(value).items():
+        if not isinstance(windows, str):
+            raise ValueError(f"the windows of {channel!r} must be a string, e.g. 'mon-fri 19:00-08:00 Europe/Berlin'")
+        try:
+            parsed[str(channel)] = parse_quiet_hours(windows)
+        except ValueError as exc:
+            raise ValueError(f"{channel!r}: {exc}") from None
+    return parsed
+
+
+def _severities(value: object) -> tuple[str, ...]:
+    given = _comma_list(value)
+    unknown = [s for s in given if s not in SEVERITIES]
+    if unknown:
+        raise ValueError(f"{', '.join(map(repr, unknown))} is not one of {', '.join(SEVERITIES)}")
+    return given
 
 
 def _shares(value: object) -> dict[str, Fraction]:
@@ -108,6 +131,8 @@ class Settings(BaseSettings):
     update_rate: RulesSetting = parse_rules("40/1m")
     mute_choices: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_mute_choices)] = ("1h", "4h", "24h")
     escalation: EscalationSetting = {}
+    quiet_hours: Annotated[dict[str, tuple[QuietWindow, ...]], NoDecode, BeforeValidator(_quiet_hours)] = {}
+    hold_bypass: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_severities)] = ("critical",)
     api_tokens: CommaList | None = None
     key_prefix: str = Field("notifier", pattern=r"^[A-Za-z0-9_.:\-]{1,64}$")
     digest_interval: DurationMs = 300_000

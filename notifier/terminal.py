@@ -159,34 +159,51 @@ def unack(url: str, token: str | None, dedup_key: str) -> int:
 
 def _acknowledge(url: str, method: str, dedup_key: str, token: str | None, body: dict[str, Any] | None) -> int:
     target = f"{url.rstrip('/')}/v1/alerts/{urllib.parse.quote(dedup_key, safe='')}/ack"
-    try:
-        answer = request(method, target, token, body)
-    except Answer as exc:
-        print(f"notifier: {exc}", file=sys.stderr)
-        return 1
-    except (OSError, ValueError) as exc:
-        print(f"notifier: cannot reach {url}: {exc}", file=sys.stderr)
+    answer = _call(url, method, target, token, body)
+    if answer is None:
         return 1
     at = answer.get("acknowledged_at")
     if answer.get("acknowledged_by") and at is not None:
-        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
-        print(f"{answer['dedup_key']}: acknowledged by {answer['acknowledged_by']} at {when}")
+        print(f"{answer['dedup_key']}: acknowledged by {answer['acknowledged_by']} at {_utc(at)}")
     else:
         print(f"{answer['dedup_key']}: not acknowledged")
     return 0
 
 
-def _change(url: str, method: str, category: str, token: str | None, body: dict[str, Any] | None) -> int:
-    target = f"{url.rstrip('/')}/v1/limits/{urllib.parse.quote(category, safe='')}"
+def maintenance(url: str, token: str | None, name: str, body: dict[str, Any] | None) -> int:
+    """``notifier maintenance``: open a window (``body``, as ``PUT /v1/windows/NAME`` takes it), or end it (None)."""
+    target = f"{url.rstrip('/')}/v1/windows/{urllib.parse.quote(name, safe='')}"
+    answer = _call(url, "DELETE" if body is None else "PUT", target, token, body)
+    if answer is None:
+        return 1
+    if body is None:
+        print(f"{name}: ended at {_utc(answer['end'])}")
+    else:
+        held = ", ".join([*answer["categories"], *answer["channels"]])
+        print(f"{name}: holds {held} from {_utc(answer['start'])} until {_utc(answer['end'])}")
+    return 0
+
+
+def _call(url: str, method: str, target: str, token: str | None, body: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The gateway's answer, or None once what went wrong is printed (a refusal, or no answer)."""
     try:
-        answer = request(method, target, token, body)
+        return request(method, target, token, body)
     except Answer as exc:
         print(f"notifier: {exc}", file=sys.stderr)
-        return 1
     except (OSError, ValueError) as exc:
         print(f"notifier: cannot reach {url}: {exc}", file=sys.stderr)
+    return None
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+
+
+def _change(url: str, method: str, category: str, token: str | None, body: dict[str, Any] | None) -> int:
+    target = f"{url.rstrip('/')}/v1/limits/{urllib.parse.quote(category, safe='')}"
+    answer = _call(url, method, target, token, body)
+    if answer is None:
         return 1
     until = answer.get("until")
-    ends = "until removed" if until is None else time.strftime("until %Y-%m-%d %H:%M:%S UTC", time.gmtime(until))
-    print(f"{answer['level']}: {answer['rules']} {ends}")
+    print(f"{answer['level']}: {answer['rules']} {'until removed' if until is None else 'until ' + _utc(until)}")
     return 0

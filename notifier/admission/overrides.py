@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from prometheus_client import Counter
@@ -26,6 +27,7 @@ from ..rules import Rules, parse_rules, rules_text
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
+from ..windows import MaintenanceWindow
 from .limiter import Limiter
 
 log = logging.getLogger(__name__)
@@ -55,13 +57,16 @@ class Overrides:
         redis = self._store.redis
         version = await self._store.call(redis.get, self._keys.overrides_version)
         raw = await self._store.call(redis.hgetall, self._keys.overrides)
+        raw_windows = await self._store.call(redis.hgetall, self._keys.windows)
         now_us = await self._store.server_time_us(self._keys.overrides)
         overrides = {}
         for level, value in raw.items():
             override = _read(as_text(level), as_text(value))
             if override is not None and (override.until_us is None or override.until_us > now_us):
                 overrides[override.level] = override
-        return self._defaults.with_overrides(overrides, int(version or 0))
+        windows = [read_window(as_text(name), as_text(value)) for name, value in raw_windows.items()]
+        maintenance = {w.name: w for w in windows if w is not None and w.end_us > now_us}
+        return self._defaults.with_overrides(overrides, int(version or 0), maintenance)
 
     async def refresh(self) -> None:
         """Read the overrides again and swap the snapshot if anything changed."""
@@ -109,6 +114,38 @@ class Overrides:
             await self._refresh_now()
         return bool(int(removed))
 
+    async def put_window(self, window: MaintenanceWindow, for_us: int = 0) -> MaintenanceWindow:
+        """Open (or change) a maintenance window; a ``start_us`` of 0 is the store's now, an
+        ``end_us`` of 0 is its start plus ``for_us``.
+
+        ``ValueError`` (nothing changed) when its end is not after its start, or has passed.
+        """
+        args = [window.start_us, window.end_us, json.dumps(window.categories), json.dumps(window.channels)]
+        reply = await self._store.run(
+            self._scripts.window, self._keys.window_keys, ["put", window.name, *args, window.note, window.by, for_us]
+        )
+        if as_text(reply[0]) == "bad":
+            raise ValueError(as_text(reply[1]))
+        opened = replace(window, start_us=int(as_text(reply[1])), end_us=int(as_text(reply[2])))
+        log.info(
+            "maintenance window %s by %s: %s to %s",
+            opened.name,
+            opened.by,
+            _when(opened.start_us),
+            _when(opened.end_us),
+        )
+        await self._refresh_now()
+        return opened
+
+    async def end_window(self, name: str, by: str) -> int | None:
+        """End a maintenance window now; when it ended (store clock, us), or None when none was open."""
+        ended, end_us = await self._store.run(self._scripts.window, self._keys.window_keys, ["end", name])
+        if not int(ended):
+            return None
+        log.info("maintenance window %s ended by %s", name, by)
+        await self._refresh_now()
+        return int(as_text(end_us))
+
     async def _refresh_now(self) -> None:
         try:
             await self.refresh()
@@ -128,6 +165,25 @@ def _read(level: str, value: str) -> Override | None:
         return Override(level, parse_rules(str(body["rules"])), int(until) if until else None, str(body.get("by", "")))
     except (ValueError, KeyError, TypeError):
         log.error("override of %s cannot be read, ignored: %r", level, value[:200])
+        return None
+
+
+def read_window(name: str, value: str) -> MaintenanceWindow | None:
+    """A maintenance window as ``lua/window.lua`` stores it (None, logged, when it cannot be read)."""
+    try:
+        body: Mapping[str, Any] = json.loads(value)
+        # Lua's JSON writer turns an empty list into {}: either is "none".
+        return MaintenanceWindow(
+            name,
+            int(body["start"]),
+            int(body["end"]),
+            tuple(str(c) for c in body.get("categories") or ()),
+            tuple(str(c) for c in body.get("channels") or ()),
+            str(body.get("note", "")),
+            str(body.get("by", "")),
+        )
+    except (ValueError, KeyError, TypeError):
+        log.error("maintenance window %s cannot be read, ignored: %r", name, value[:200])
         return None
 
 

@@ -24,7 +24,7 @@ from ..store.client import connect
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..tasks import cancel_and_wait, every
-from . import admin, alerts, limits, ops
+from . import admin, alerts, limits, ops, windows
 from .actions import post_action
 from .alertmanager import post_alertmanager
 from .answers import answers_errors, no_route
@@ -89,6 +89,9 @@ def create_app(settings: Settings) -> web.Application:
         web.get("/v1/limits", limits.get_limits),
         web.put("/v1/limits/{level}", limits.put_limit),
         web.delete("/v1/limits/{level}", limits.delete_limit),
+        web.get("/v1/windows", windows.get_windows),
+        web.put("/v1/windows/{name}", windows.put_window),
+        web.delete("/v1/windows/{name}", windows.delete_window),
         web.post("/v1/slack/actions", post_action),
         web.get("/v1/alerts", alerts.get_alerts),
         web.post("/v1/alerts/{dedup_key:" + ANY + "+}/ack", alerts.post_ack),

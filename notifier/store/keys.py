@@ -30,6 +30,8 @@ class Keys:
         self.overrides = base + "overrides"
         self.overrides_version = base + "overrides:version"
         self.override_keys = [self.overrides, self.overrides_version]
+        self.windows = base + "windows"  # maintenance windows; they share the overrides' version
+        self.window_keys = [self.windows, self.overrides_version]
         self.edits = base + "edits"
         self.edits_claimed = base + "edits:claimed"
         self.update_pace = base + "pace:*update"

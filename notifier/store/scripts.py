@@ -20,6 +20,7 @@ NAMES = (
     "mark",
     "ack",
     "timers",
+    "window",
 )
 
 
@@ -44,6 +45,7 @@ class Scripts:
     mark: AsyncScript
     ack: AsyncScript
     timers: AsyncScript
+    window: AsyncScript
 
     def __init__(self, client: Any) -> None:
         folder = script_dir()
