@@ -70,6 +70,32 @@ export function bar() {
   };
 }
 
+const LONG = 400; // characters of event text shown before "Show all"
+
+/** Event text, as text; a long one folded to a few lines with a button that unfolds it. */
+export function textBlock() {
+  const text = el("p", { className: "text" });
+  const more = el("button", { type: "button", className: "more", text: "Show all" });
+  more.addEventListener("click", () => {
+    const folded = text.classList.toggle("folded");
+    more.textContent = folded ? "Show all" : "Show less";
+  });
+  const node = el("div", { className: "text-block" }, text, more);
+  return {
+    node,
+    update(value) {
+      const changed = text.textContent !== (value || "");
+      setText(text, value || "");
+      node.hidden = !value;
+      more.hidden = text.textContent.length <= LONG;
+      if (changed) {
+        text.classList.toggle("folded", !more.hidden);
+        more.textContent = "Show all";
+      }
+    },
+  };
+}
+
 /** A short human duration: `now`, `12s`, `4m 10s`, `2h 5m`, `3d 4h`. */
 export function duration(seconds) {
   if (!(seconds > 0)) return "now";

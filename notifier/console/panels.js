@@ -2,7 +2,7 @@
 // (event text, categories, reasons, names) is always set as text, never parsed as markup.
 
 import { serverNow } from "./api.js";
-import { bar, clock, duration, el, seconds, setText, stamp, sync } from "./dom.js";
+import { bar, clock, duration, el, seconds, setText, stamp, sync, textBlock } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
 let lastId = 0;
@@ -206,7 +206,7 @@ function makeAlert(first, toggle) {
   const severity = el("span", { className: "tag" });
   const category = el("span", { className: "name", id });
   const key = el("span", { className: "key" });
-  const text = el("p", { className: "text" });
+  const text = textBlock();
   const seen = el("span");
   const ack = el("span", { className: "ack" });
   const more = el("span");
@@ -217,7 +217,7 @@ function makeAlert(first, toggle) {
     "li",
     { className: "alert" },
     el("div", { className: "line" }, severity, category, key),
-    text,
+    text.node,
     el("div", { className: "meta" }, seen, ack, more),
     button,
   );
@@ -229,7 +229,7 @@ function makeAlert(first, toggle) {
       severity.className = `tag severity-${/^[a-z]+$/.test(a.severity) ? a.severity : "info"}`;
       setText(category, a.category || "");
       setText(key, a.dedup_key);
-      setText(text, a.text || "");
+      text.update(a.text);
       setText(seen, `seen ${a.seen ?? 1} times, first ${clock(a.first_seen)}, last ${clock(a.last_seen)}`);
       const acked = a.acknowledged_by !== null && a.acknowledged_by !== undefined;
       setText(ack, acked ? `Acknowledged by ${a.acknowledged_by}${a.acknowledged_at ? " at " + clock(a.acknowledged_at) : ""}` : "not acknowledged");
@@ -299,7 +299,8 @@ function showTotals(stats) {
 /** Show `GET /v1/dead`: each with its reason and a button to requeue it; a button to requeue all. */
 export function showDead(answer, requeue) {
   const entries = answer.entries || [];
-  setText($("dead-count"), `${answer.count ?? entries.length} dead letters${entries.length < (answer.count ?? 0) ? `, the oldest ${entries.length} shown` : ""}`);
+  const count = answer.count ?? entries.length;
+  setText($("dead-count"), `${count} dead letter${count === 1 ? "" : "s"}${entries.length < (answer.count ?? 0) ? `, the oldest ${entries.length} shown` : ""}`);
   $("requeue-all").hidden = entries.length === 0;
   sync($("dead"), entries, (d) => d.dead_id || d.id, (d) => makeDead(d, requeue), $("dead-title"));
 }
@@ -310,11 +311,11 @@ function makeDead(first, requeue) {
   const where = el("span");
   const reason = el("span", { className: "reason" });
   const when = el("span");
-  const text = el("p", { className: "text" });
+  const text = textBlock();
   const button = el("button", { type: "button", "aria-describedby": id, text: "Requeue" });
   let current = first;
   button.addEventListener("click", () => requeue(current, button));
-  const node = el("li", {}, el("div", { className: "line" }, name, where), el("div", { className: "meta" }, reason, when), text, button);
+  const node = el("li", {}, el("div", { className: "line" }, name, where), el("div", { className: "meta" }, reason, when), text.node, button);
   return {
     node,
     update(d) {
@@ -323,8 +324,7 @@ function makeDead(first, requeue) {
       setText(where, [d.category, d.channel].filter(Boolean).join(" → "));
       setText(reason, d.reason || "");
       setText(when, d.dead_at_ms ? `since ${stamp(d.dead_at_ms / 1000)}` : "");
-      setText(text, d.text || "");
-      text.hidden = !d.text;
+      text.update(d.text);
     },
   };
 }

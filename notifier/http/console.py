@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from aiohttp import web
@@ -55,13 +55,13 @@ class Asset:
     content_type: str
 
 
-@lru_cache(maxsize=None)
+@cache
 def asset(name: str) -> Asset | None:
     """The file ``name`` of ``notifier/console/``, or None when there is no such file."""
     suffix = name[name.rfind(".") :]
     if "/" in name or name.startswith(".") or suffix not in CONTENT_TYPES:
         return None
-    path = resources.files("notifier").joinpath(FOLDER, name)
+    path = resources.files("notifier").joinpath(FOLDER).joinpath(name)
     if not path.is_file():
         return None
     return Asset(path.read_bytes(), CONTENT_TYPES[suffix])

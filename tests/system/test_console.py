@@ -107,9 +107,7 @@ def _dead_letter(gateway: Gateway, slack, text: str) -> str:
     token = {"Authorization": f"Bearer {TOKEN}"}
     status, body, _ = gateway.post({"category": "deploys", "text": text}, headers=token)
     assert status == 202, body
-    wait_for(
-        lambda: http("GET", gateway.url + "/v1/dead", headers=token)[1].get("count"), 10, what="the dead letter"
-    )
+    wait_for(lambda: http("GET", gateway.url + "/v1/dead", headers=token)[1].get("count"), 10, what="the dead letter")
     return str(body["id"])
 
 
@@ -186,7 +184,9 @@ def test_drops_show_within_two_seconds_without_reload(gateways, watched):
     expect(page.locator("#drops-empty")).to_be_visible()
     for i in range(4):
         gateways[1].post({"category": "web", "text": f"w {i}"})  # two admitted, two dropped
-    expect(page.locator("#drops li").filter(has_text="web")).to_contain_text(re.compile(r"^web2 since .*, 2 in all$"), timeout=2000)
+    expect(page.locator("#drops li").filter(has_text="web")).to_contain_text(
+        re.compile(r"^web2 since .*, 2 in all$"), timeout=2000
+    )
 
 
 def test_mute_from_the_page_holds_on_another_replica_within_a_second_and_shows(gateways, watched):
@@ -255,7 +255,9 @@ def test_event_text_is_shown_as_text_and_a_dead_letter_requeued(redis_url, slack
         assert page.evaluate("window.injected") is None
         entry.get_by_role("button", name="Requeue", exact=True).click()
         expect(page.locator("#dead-note")).to_contain_text("Requeued 1")
-        wait_for(lambda: any("window.injected = 1" in t for t in slack.texts()), 10, what="the requeued event delivered")
+        wait_for(
+            lambda: any("window.injected = 1" in t for t in slack.texts()), 10, what="the requeued event delivered"
+        )
         expect(page.locator("#dead li")).to_have_count(0)
         assert seen.errors == []
     finally:
