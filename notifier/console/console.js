@@ -170,7 +170,7 @@ function mute(event) {
   event.preventDefault();
   const form = event.target;
   const category = form.category.value.trim();
-  const length = form.duration.value;
+  const length = form.duration.value.trim();
   act(
     form.querySelector(".note"),
     () => call("PUT", `/v1/limits/${segment(category)}`, { rules: `0/${length}`, for: length }),
