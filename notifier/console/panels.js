@@ -230,12 +230,14 @@ function makeAlert(first, toggle) {
       setText(category, a.category || "");
       setText(key, a.dedup_key);
       text.update(a.text);
-      setText(seen, `seen ${a.seen ?? 1} times, first ${clock(a.first_seen)}, last ${clock(a.last_seen)}`);
+      const times = a.seen > 1 ? `seen ${a.seen} times, first ${clock(a.first_seen)}, last` : "seen once,";
+      setText(seen, `${times} ${clock(a.last_seen)}`);
       const acked = a.acknowledged_by !== null && a.acknowledged_by !== undefined;
       setText(ack, acked ? `Acknowledged by ${a.acknowledged_by}${a.acknowledged_at ? " at " + clock(a.acknowledged_at) : ""}` : "not acknowledged");
       ack.classList.toggle("done", acked);
       const extra = [];
-      if (a.escalations) extra.push(`escalated ${Array.isArray(a.escalations) ? a.escalations.length : a.escalations} times`);
+      const steps = Array.isArray(a.escalations) ? a.escalations.length : Number(a.escalations) || 0;
+      if (steps) extra.push(`${steps} escalation step${steps === 1 ? "" : "s"} posted`);
       if (a.held) extra.push("held by a window");
       if (a.channel) extra.push(`in ${a.channel}`);
       setText(more, extra.join(" · "));
