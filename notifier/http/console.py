@@ -56,20 +56,20 @@ class Asset:
 
 
 @cache
-def asset(name: str) -> Asset | None:
-    """The file ``name`` of ``notifier/console/``, or None when there is no such file."""
-    suffix = name[name.rfind(".") :]
-    if "/" in name or name.startswith(".") or suffix not in CONTENT_TYPES:
-        return None
-    path = resources.files("notifier").joinpath(FOLDER).joinpath(name)
-    if not path.is_file():
-        return None
-    return Asset(path.read_bytes(), CONTENT_TYPES[suffix])
+def assets() -> dict[str, Asset]:
+    """Every file of ``notifier/console/`` that may be served, by name; read once (it never changes)."""
+    folder = resources.files("notifier").joinpath(FOLDER)
+    found = {}
+    for entry in folder.iterdir():
+        suffix = entry.name[entry.name.rfind(".") :]
+        if entry.is_file() and suffix in CONTENT_TYPES and not entry.name.startswith("."):
+            found[entry.name] = Asset(entry.read_bytes(), CONTENT_TYPES[suffix])
+    return found
 
 
 async def page(request: web.Request) -> web.StreamResponse:
     """``GET /``: the console page, with the token requirement and the optional routes filled in."""
-    found = asset("index.html")
+    found = assets().get("index.html")
     if found is None:
         raise web.HTTPNotFound()
     auth = "token" if request.app[SETTINGS].api_tokens else "open"
@@ -82,15 +82,15 @@ async def page(request: web.Request) -> web.StreamResponse:
 async def static(request: web.Request) -> web.StreamResponse:
     """``/console/NAME`` (scripts, style) and ``/favicon.ico``."""
     name = request.match_info["asset"].removeprefix("console/")
-    found = asset(name)
+    found = assets().get(name)  # a fixed set: names asked for are never kept
     if found is None or name == "index.html":
         raise web.HTTPNotFound()
     return _answer(request, found.body, found.content_type, ICON_CACHE if name.endswith(".ico") else REVALIDATE)
 
 
-def _answer(request: web.Request, body: bytes, content_type: str, cache: str) -> web.Response:
+def _answer(request: web.Request, body: bytes, content_type: str, cache_control: str) -> web.Response:
     etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
-    headers = {**SECURITY_HEADERS, "Cache-Control": cache, "ETag": etag}
+    headers = {**SECURITY_HEADERS, "Cache-Control": cache_control, "ETag": etag}
     if etag in request.headers.get("If-None-Match", ""):
         return web.Response(status=304, headers=headers)
     return web.Response(body=body, headers={**headers, "Content-Type": content_type})
