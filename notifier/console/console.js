@@ -6,6 +6,7 @@ import { clock } from "./dom.js";
 import * as panels from "./panels.js";
 
 const EVERY = 1000; // ms between two reads: changes show within 2 s
+const HIDDEN_EVERY = 10000; // while the tab is hidden: a forgotten tab costs the gateway little
 const $ = (id) => document.getElementById(id);
 
 // --- reading: every panel from its route ---
@@ -92,7 +93,7 @@ async function tick() {
   if (again) {
     again = false;
     tick();
-  } else timer = setTimeout(tick, EVERY);
+  } else timer = setTimeout(tick, document.hidden ? HIDDEN_EVERY : EVERY);
 }
 
 // --- the token: asked for once, kept in sessionStorage for this tab only ---
@@ -261,4 +262,5 @@ function setUpPanels() {
 
 setUpPanels();
 setUpToken();
+document.addEventListener("visibilitychange", () => document.hidden || tick()); // shown again: read at once
 tick();
