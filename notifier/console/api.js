@@ -61,7 +61,10 @@ function observeClock(response) {
   skew = Math.abs(offset) > 2 ? offset : 0;
 }
 
-/** One JSON request; resolves to the parsed answer, rejects with Refused or a network error. */
+/** No answer at all: the gateway (or the network to it) is down. */
+export class Unreachable extends Error {}
+
+/** One JSON request; resolves to the parsed answer, rejects with Refused or Unreachable. */
 export async function call(method, path, body) {
   const headers = { Accept: "application/json" };
   const given = token();
@@ -71,7 +74,12 @@ export async function call(method, path, body) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const response = await fetch(path, init);
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (error) {
+    throw new Unreachable(String(error));
+  }
   observeClock(response);
   const answer = await response.json().catch(() => ({}));
   if (!response.ok) throw new Refused(response.status, answer || {});

@@ -1,8 +1,20 @@
 // The console: reads the gateway's JSON routes every second and acts through them, like any
 // client (the same routes and token checks as `notifier status`, `mute` and the API).
 
-import { Refused, call, forgetToken, mayReadContent, routes, segment, serverNow, setToken, token, tokenRequired } from "./api.js";
-import { clock } from "./dom.js";
+import {
+  Refused,
+  Unreachable,
+  call,
+  forgetToken,
+  mayReadContent,
+  routes,
+  segment,
+  serverNow,
+  setToken,
+  token,
+  tokenRequired,
+} from "./api.js";
+import { clock, setText } from "./dom.js";
 import * as panels from "./panels.js";
 
 const EVERY = 1000; // ms between two reads: changes show within 2 s
@@ -45,13 +57,30 @@ function available(read) {
 }
 
 async function read(one) {
+  let answer;
   try {
-    one.show(await call("GET", one.path));
+    answer = await call("GET", one.path);
   } catch (error) {
     if (error instanceof Refused && error.status === 401) askForToken("The gateway refused the token (401): enter it again.");
     throw error;
   }
+  try {
+    one.show(answer);
+  } catch (error) {
+    throw new Unshown(one.path, error);
+  }
 }
+
+/** An answer the console could not show: a fault of the console, reported once in the browser's console. */
+class Unshown extends Error {
+  constructor(path, cause) {
+    super(`could not show ${path}: ${cause}`);
+    if (!reported.has(this.message)) console.error(this.message, cause);
+    reported.add(this.message);
+  }
+}
+
+const reported = new Set();
 
 async function refresh() {
   const due = READS.filter((r) => available(r) && (!r.content || mayReadContent()));
@@ -61,16 +90,20 @@ async function refresh() {
 }
 
 function showStatus(failures) {
-  const unreachable = failures.find((f) => !(f instanceof Refused));
+  const unreachable = failures.find((f) => f instanceof Unreachable);
   const refused = failures.find((f) => f instanceof Refused && f.status !== 401);
+  const unshown = failures.find((f) => f instanceof Unshown);
   const status = unreachable
     ? "Gateway unreachable: retrying every second."
     : refused
       ? `The gateway answered ${refused.message}: retrying every second.`
-      : "Live: follows the gateway every second.";
-  $("status").textContent !== status && ($("status").textContent = status);
-  $("status").classList.toggle("bad", Boolean(unreachable || refused));
-  if (!unreachable && !refused) $("updated").textContent = `updated ${clock(serverNow())}`;
+      : unshown
+        ? `The console ${unshown.message}.`
+        : "Live: follows the gateway every second.";
+  const bad = Boolean(unreachable || refused || unshown);
+  setText($("status"), status);
+  $("status").classList.toggle("bad", bad);
+  if (!bad) setText($("updated"), `updated ${clock(serverNow())}`);
 }
 
 // One read at a time; an action asks for the next one at once.
@@ -160,9 +193,11 @@ async function act(note, work, done) {
       say(note, "Refused: this needs the API token (401).", true);
       askForToken("The gateway asks for the API token (401): enter it, then try again.", true);
     } else if (error instanceof Refused) say(note, `Refused: ${error.message}`, true);
-    else say(note, "The gateway is unreachable: nothing was changed.", true);
+    else if (error instanceof Unreachable) say(note, "The gateway is unreachable: nothing was changed.", true);
+    else throw error;
+  } finally {
+    tick();
   }
-  tick();
 }
 
 const until = (answer) => (answer.until ? `until ${clock(answer.until)}` : "until restored");
