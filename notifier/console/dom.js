@@ -122,5 +122,6 @@ export function stamp(when) {
 
 /** Unix seconds of a number or an ISO 8601 text; NaN when neither. */
 export function seconds(when) {
-  return typeof when === "number" ? when : Date.parse(when) / 1000;
+  if (typeof when === "number") return when;
+  return typeof when === "string" ? Date.parse(when) / 1000 : NaN;
 }

@@ -147,7 +147,7 @@ function isMaintenance(window) {
 export function showWindows(answer, end) {
   const items = windowsOf(answer);
   $("windows-empty").hidden = items.length > 0;
-  const keyOf = (w) => `${w.kind || ""}:${w.name || w.channel || ""}:${w.window || w.spec || ""}`;
+  const keyOf = (w) => `${w.kind || ""}:${w.name || w.channel || ""}`;
   sync($("windows"), items, keyOf, (w) => makeWindow(w, end), $("windows-title"));
 }
 
@@ -170,8 +170,9 @@ function makeWindow(first, end) {
       setText(kind, w.kind || w.type || "");
       setText(when, windowTime(w));
       const parts = [listed("categories", w.categories), listed("channels", w.channels || (w.channel ? [w.channel] : []))];
+      if (w.by) parts.push(`by ${w.by}`);
       setText(scope, parts.filter(Boolean).join(" · "));
-      setText(note, w.note || w.window || w.spec || "");
+      setText(note, w.note || w.windows || w.window || "");
       note.hidden = !note.textContent;
       button.hidden = !isMaintenance(w);
     },
@@ -182,13 +183,16 @@ function listed(label, values) {
   return Array.isArray(values) && values.length ? `${label}: ${values.join(", ")}` : "";
 }
 
+/** When a window is in force: its own start and end while it is, else its next ones. */
 function windowTime(w) {
-  const start = seconds(w.start ?? w.next_start);
-  const end = seconds(w.end ?? w.next_end);
+  const start = seconds(w.start);
+  const end = seconds(w.end);
+  if (Number.isNaN(start) || Number.isNaN(end)) return "not in force, none to come";
   const now = serverNow();
-  if (start <= now && now < end) return `in force, ${duration(end - now)} left (ends ${stamp(w.end ?? w.next_end)})`;
-  if (start > now) return `starts in ${duration(start - now)} (${stamp(w.start ?? w.next_start)}), ends ${stamp(w.end ?? w.next_end)}`;
-  return Number.isNaN(start) ? "" : `ended ${stamp(w.end ?? w.next_end)}`;
+  const inForce = w.in_force ?? (start <= now && now < end);
+  if (inForce) return `in force, ${duration(end - now)} left (ends ${stamp(w.end)})`;
+  if (start > now) return `starts in ${duration(start - now)} (${stamp(w.start)}), ends ${stamp(w.end)}`;
+  return `ended ${stamp(w.end)}`;
 }
 
 // --- open alerts ---
@@ -206,6 +210,7 @@ function makeAlert(first, toggle) {
   const severity = el("span", { className: "tag" });
   const category = el("span", { className: "name", id });
   const key = el("span", { className: "key" });
+  const title = el("p", { className: "title" });
   const text = textBlock();
   const seen = el("span");
   const ack = el("span", { className: "ack" });
@@ -217,6 +222,7 @@ function makeAlert(first, toggle) {
     "li",
     { className: "alert" },
     el("div", { className: "line" }, severity, category, key),
+    title,
     text.node,
     el("div", { className: "meta" }, seen, ack, more),
     button,
@@ -229,6 +235,8 @@ function makeAlert(first, toggle) {
       severity.className = `tag severity-${/^[a-z]+$/.test(a.severity) ? a.severity : "info"}`;
       setText(category, a.category || "");
       setText(key, a.dedup_key);
+      setText(title, a.title || "");
+      title.hidden = !a.title;
       text.update(a.text);
       const times = a.seen > 1 ? `seen ${a.seen} times, first ${clock(a.first_seen)}, last` : "seen once,";
       setText(seen, `${times} ${clock(a.last_seen)}`);
@@ -238,6 +246,7 @@ function makeAlert(first, toggle) {
       const extra = [];
       const steps = Array.isArray(a.escalations) ? a.escalations.length : Number(a.escalations) || 0;
       if (steps) extra.push(`${steps} escalation step${steps === 1 ? "" : "s"} posted`);
+      if (a.reopened) extra.push(`reopened ${a.reopened === 1 ? "once" : `${a.reopened} times`}`);
       if (a.held) extra.push("held by a window");
       if (a.channel) extra.push(`in ${a.channel}`);
       setText(more, extra.join(" · "));
