@@ -54,7 +54,7 @@ function ruleRows(rule, index) {
       label: `${reserve.class} (${reserve.share})`,
       used: reserve.used,
       limit: reserve.slots,
-      note: "reserved",
+      note: `reserved, ${reserve.free ?? Math.max(0, reserve.slots - reserve.used)} free`,
     });
   }
   return rows;
