@@ -76,7 +76,8 @@ export async function call(method, path, body) {
   }
   let response;
   try {
-    response = await fetch(path, init);
+    // Relative to the page, so a gateway behind a proxy under a path prefix works the same.
+    response = await fetch(new URL(`.${path}`, document.baseURI), init);
   } catch (error) {
     throw new Unreachable(String(error));
   }
