@@ -56,6 +56,7 @@ class Watched:
 
     def open(self, gateway: Gateway) -> Page:
         self.page.goto(gateway.url + "/")
+        expect(self.page.locator("#status")).to_have_text("Live: follows the gateway every second.")
         expect(self.page.locator("#levels > li").first).to_contain_text("global")
         return self.page
 
@@ -182,6 +183,7 @@ def test_page_loads_without_errors_or_other_origins_and_shows_limits_with_shares
 
 def test_drops_show_within_two_seconds_without_reload(gateways, watched):
     page = watched().open(gateways[0])
+    expect(page.locator("#drops-since")).to_contain_text("0 dropped since")  # the first answer is shown
     expect(page.locator("#drops-empty")).to_be_visible()
     for i in range(4):
         gateways[1].post({"category": "web", "text": f"w {i}"})  # two admitted, two dropped
