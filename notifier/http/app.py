@@ -25,7 +25,6 @@ from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..tasks import cancel_and_wait, every
 from . import admin, alerts, console, limits, ops
-
 from .actions import post_action
 from .alertmanager import post_alertmanager
 from .answers import answers_errors, no_route
@@ -100,11 +99,9 @@ def create_app(settings: Settings) -> web.Application:
         web.get("/readyz", ops.readyz),
         web.get("/metrics", ops.metrics),
         web.get("/openapi.json", openapi_handler),
-        web.route("*", "/{path:" + ANY + "*}", no_route),
-
         web.get("/", console.page),
         web.get(r"/{asset:favicon\.ico|console/[a-z]+\.(?:js|css)}", console.static),
-        web.route("*", "/{path:.*}", no_route),
+        web.route("*", "/{path:" + ANY + "*}", no_route),
     ]  # last: unknown paths and methods
     # Each handler answers its own errors: no middleware, see answers.py for why.
     app.add_routes(web.RouteDef(r.method, r.path, answers_errors(r.handler), r.kwargs) for r in routes)
