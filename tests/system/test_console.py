@@ -1,7 +1,7 @@
 """The console at ``/`` in a real browser: Debian's chromium driven by Playwright, gateways on real Redis.
 
-Panels whose routes this version lacks (``/v1/alerts``, ``/v1/windows``) must say so
-without an error; their own tests come with the routes. Screenshots go to
+A panel whose route this version lacks (``/v1/windows``) must say so without an error;
+its own tests come with the route. Screenshots go to
 ``$NOTIFIER_SCREENSHOTS`` (default: a folder under the system's temporary folder).
 """
 
@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 from helpers import Gateway, http, need, slack_env, wait_for
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+from slack_standin import SlackStandin, block_actions_payload, signed_action_request
 
 BROWSER_ARGS = [
     "--headless",
@@ -306,6 +307,67 @@ def test_with_tokens_counts_show_and_an_action_without_the_token_is_refused(redi
         expect(page.locator("#dead li")).to_have_count(0)
     finally:
         gateway.stop()
+
+
+# --- open alerts: acknowledged from Slack or from the page ---
+
+SIGNING_SECRET = "0cc175b9c0f1b6a831c399e269772661"
+SLACK_USER = "U0ALICE123"
+
+
+def _click_ack(gateway: Gateway, slack: SlackStandin, ts: str) -> int:
+    """A click on the message's Acknowledge button, signed as Slack sends it."""
+    message = slack.message_json(ts)
+    button = next(
+        e
+        for block in message.get("blocks") or []
+        if block.get("type") == "actions"
+        for e in block.get("elements") or []
+        if e.get("action_id") == "ack"
+    )
+    payload = block_actions_payload("ack", button["value"], SLACK_USER, slack.channel_id("#alerts"), ts, message)
+    body, headers = signed_action_request(SIGNING_SECRET, payload)
+    return http("POST", gateway.url + "/v1/slack/actions", body, headers)[0]
+
+
+def test_alerts_show_as_text_and_acknowledgements_from_slack_and_from_the_page(redis_url, slack, tmp_path, watched):
+    env = {"NOTIFIER_API_TOKENS": TOKEN, "NOTIFIER_SLACK_SIGNING_SECRET": SIGNING_SECRET}
+    first, second = _gateway(redis_url, slack, tmp_path, **env), _gateway(redis_url, slack, tmp_path, **env)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        for key, text, severity in (("disk-db1", MARKUP, "critical"), ("lag/eu 1", "lag 30s", "warning")):
+            body = {"category": "db", "text": text, "dedup_key": key, "severity": severity}
+            assert first.post(body, headers=auth)[0] == 202
+        posted = wait_for(
+            lambda: next((m for m in slack.received() if "window.injected = 1" in m.text and m.ts), None),
+            10,
+            what="the alert's message",
+        )
+        seen = watched()
+        page = seen.open(first)
+        page.get_by_label("API token").fill(TOKEN)
+        page.get_by_label("API token").press("Enter")
+        disk = page.locator("#alerts li").filter(has_text="disk-db1")
+        expect(disk.locator(".text")).to_have_text(MARKUP)
+        assert page.locator("#alerts b, #alerts img, #alerts script").count() == 0
+        assert page.evaluate("window.injected") is None
+        expect(disk).to_contain_text("not acknowledged")
+
+        assert _click_ack(second, slack, posted.ts) == 200  # in Slack, through the other replica
+        expect(disk).to_contain_text(f"Acknowledged by <@{SLACK_USER}> at", timeout=2000)
+        disk.get_by_role("button", name="Unacknowledge", exact=True).click()
+        expect(disk).to_contain_text("not acknowledged")
+
+        page.get_by_label("Acknowledge as").fill("dana")
+        lag = page.locator("#alerts li").filter(has_text="lag/eu 1")
+        lag.get_by_role("button", name="Acknowledge", exact=True).click()
+        expect(lag).to_contain_text("Acknowledged by dana at")
+        alerts = http("GET", second.url + "/v1/alerts", headers=auth)[1]["alerts"]
+        assert {a["dedup_key"]: a["acknowledged_by"] for a in alerts} == {"disk-db1": None, "lag/eu 1": "dana"}
+        assert seen.errors == []
+    finally:
+        first.stop()
+        second.stop()
 
 
 # --- keyboard and small screens ---
