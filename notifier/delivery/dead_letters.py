@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..outbox import decode
+from ..outbox import EventEntry, decode
 from ..store.client import Store, as_text
 from ..store.keys import Keys, Stat
 from ..store.scripts import Scripts
@@ -29,7 +29,7 @@ class DeadLetters:
         return int(await self._store.call(self._store.redis.xlen, self._keys.dead))
 
     async def oldest(self, limit: int = MAX_LIST) -> list[dict[str, Any]]:
-        """The oldest ``limit`` dead letters: event id, category, channel, reason, when."""
+        """The oldest ``limit`` dead letters: event id, category, channel, reason, when, and an event's text."""
         entries = await self._store.call(self._store.redis.xrange, self._keys.dead, "-", "+", count=limit)
         return [_shown(as_text(dead_id), fields) for dead_id, fields in entries]
 
@@ -54,6 +54,8 @@ def _shown(dead_id: str, fields: dict[Any, Any]) -> dict[str, Any]:
         pass  # unreadable: shown with its reason alone
     else:
         item.update(id=entry.id, channel=entry.channel, category=getattr(entry, "category", ""))
+        if isinstance(entry, EventEntry):  # what was not delivered, for the operator deciding to requeue
+            item["text"] = str(entry.event.get("text", ""))
     item["dead_id"] = dead_id
     item["dead_at_ms"] = int(dead_id.split("-")[0])
     return item

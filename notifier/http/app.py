@@ -24,7 +24,7 @@ from ..store.client import connect
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..tasks import cancel_and_wait, every
-from . import admin, alerts, limits, ops, windows
+from . import admin, alerts, console, limits, ops, windows
 from .actions import post_action
 from .alertmanager import post_alertmanager
 from .answers import answers_errors, no_route
@@ -102,6 +102,8 @@ def create_app(settings: Settings) -> web.Application:
         web.get("/readyz", ops.readyz),
         web.get("/metrics", ops.metrics),
         web.get("/openapi.json", openapi_handler),
+        web.get("/", console.page),
+        web.get(r"/{asset:favicon\.ico|console/[a-z]+\.(?:js|css)}", console.static),
         web.route("*", "/{path:" + ANY + "*}", no_route),
     ]  # last: unknown paths and methods
     # Each handler answers its own errors: no middleware, see answers.py for why.

@@ -32,6 +32,7 @@ INSTALL = {
     "prometheus-alertmanager": ("prometheus-alertmanager", "alertmanager"),
     "faketime": ("faketime", "libfaketime"),
     "wrk": ("wrk", "wrk"),
+    "chromium": ("chromium", "chromium"),  # the console's browser tests drive it with Playwright
 }
 ALIASES = {"prometheus-alertmanager": ("alertmanager",)}  # Homebrew's name of the program
 
