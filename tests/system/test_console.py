@@ -1,7 +1,6 @@
 """The console at ``/`` in a real browser: Debian's chromium driven by Playwright, gateways on real Redis.
 
-A panel whose route this version lacks (``/v1/windows``) must say so without an error;
-its own tests come with the route. Screenshots go to
+A panel whose route a gateway lacks (an older version) says so without an error. Screenshots go to
 ``$NOTIFIER_SCREENSHOTS`` (default: a folder under the system's temporary folder).
 """
 
@@ -477,3 +476,52 @@ def test_at_375_pixels_nothing_scrolls_sideways_and_every_control_is_on_screen(r
         assert seen.errors == []
     finally:
         gateway.stop()
+
+
+# --- windows (needs /v1/windows) ---
+
+
+def test_windows_open_and_end_from_the_page_and_quiet_hours_show(redis_url, slack, tmp_path, watched):
+    env = {"NOTIFIER_API_TOKENS": TOKEN, "NOTIFIER_QUIET_HOURS": '{"#team-db": "00:00-23:59 UTC"}'}
+    first = _gateway(redis_url, slack, tmp_path, **env)
+    second = _gateway(redis_url, slack, tmp_path, **env)
+    try:
+        seen = watched()
+        page = seen.open(first)
+        page.get_by_label("API token").fill(TOKEN)
+        page.get_by_label("API token").press("Enter")
+        quiet = page.locator("#windows li").filter(has_text="#team-db")
+        expect(quiet).to_contain_text("quiet hours")
+        expect(quiet).to_contain_text("00:00-23:59 UTC")
+        expect(quiet.get_by_role("button", name="End window")).to_be_hidden()
+        form = page.locator("#window-form")
+        form.get_by_label("Name").fill("db-upgrade")
+        form.get_by_label("For").fill("30m")
+        form.get_by_label("Categories").fill("db, web")
+        form.get_by_label("Note").fill("<i>pg 17</i>")
+        form.get_by_role("button", name="Open window").click()
+        expect(form.locator(".note")).to_contain_text("Window db-upgrade open until")
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        wait_for(
+            lambda: (
+                [w["name"] for w in http("GET", second.url + "/v1/windows", headers=auth)[1]["maintenance"]]
+                == ["db-upgrade"]
+            ),
+            1.5,
+            what="the window on the other replica",
+        )
+        window = page.locator("#windows li").filter(has_text="db-upgrade")
+        expect(window).to_contain_text(re.compile(r"in force, (29m|30m) \d+s left"))
+        expect(window).to_contain_text("categories: db, web")
+        expect(window.locator(".text")).to_have_text("<i>pg 17</i>")
+        window.get_by_role("button", name="End window").click()
+        expect(page.locator("#windows li").filter(has_text="db-upgrade")).to_have_count(0)
+        wait_for(
+            lambda: http("GET", second.url + "/v1/windows", headers=auth)[1]["maintenance"] == [],
+            1.5,
+            what="the end on the other replica",
+        )
+        assert seen.errors == []
+    finally:
+        first.stop()
+        second.stop()
