@@ -16,14 +16,14 @@ import json
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..delivery.edits import Record
 from ..store.client import as_text
 from ..store.keys import key_digest
 from .answers import ApiError, json_response
 from .auth import check_token
-from .input import read_json, validation_details
+from .input import read_json, validated
 from .state import GATEWAY, Gateway
 
 PAGE = 500  # alerts per page, at most
@@ -85,14 +85,7 @@ def _dedup_key(request: web.Request) -> str:
 async def _ack_request(request: web.Request) -> AckRequest:
     if not request.body_exists:
         return AckRequest(by=None)
-    body = await read_json(request, None)  # the token was checked first
-    if not isinstance(body, dict):
-        raise ApiError(422, "body must be a JSON object", [{"field": "body", "message": "not an object"}])
-    try:
-        return AckRequest.model_validate(body)
-    except ValidationError as exc:
-        details = validation_details(exc)
-        raise ApiError(422, "invalid fields: " + ", ".join(d["field"] for d in details), details) from exc
+    return validated(AckRequest, await read_json(request, None))  # the token was checked first
 
 
 # ---------------------------------------------------------------- the list

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..models import Event
 from ..policy import GLOBAL, Policy
@@ -25,6 +25,7 @@ from .auth import check_token
 
 MAX_BODY = 64 * 1024
 MAX_DEPTH = 64
+M = TypeVar("M", bound=BaseModel)
 
 
 async def read_json(request: web.Request, tokens: tuple[str, ...] | None) -> object:
@@ -181,10 +182,20 @@ def _plain_event(raw: bytes) -> Event | None:
 
 
 def _validated_event(body: object) -> Event:
+    return validated(Event, body)
+
+
+def validated(model: type[M], body: object) -> M:
+    """``body`` (decoded JSON) as ``model``, or a 422 naming each field that is wrong."""
     if not isinstance(body, dict):
         raise ApiError(422, "body must be a JSON object", [{"field": "body", "message": "not an object"}])
     try:
-        return Event.model_validate(body)
+        return model.model_validate(body)
     except ValidationError as exc:
         details = validation_details(exc)
         raise ApiError(422, "invalid fields: " + ", ".join(d["field"] for d in details), details) from exc
+
+
+def invalid(field: str, message: str) -> ApiError:
+    """A 422 naming one field and what is wrong with it."""
+    return ApiError(422, f"invalid fields: {field}", [{"field": field, "message": message}])

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..admission.batch import rule_args
 from ..policy import GLOBAL, Override, Policy
@@ -23,7 +23,7 @@ from ..settings import CATEGORY_PATTERN
 from ..store.client import as_text
 from .answers import ApiError, json_response
 from .auth import check_token
-from .input import read_json, validation_details
+from .input import invalid, read_json, validated
 from .state import GATEWAY, Gateway
 
 log = logging.getLogger(__name__)
@@ -143,11 +143,11 @@ async def put_limit(request: web.Request) -> web.StreamResponse:
     gateway = request.app[GATEWAY]
     who = check_token(request, gateway.settings.api_tokens)
     level = _level(request, gateway)
-    body = _override_request(await read_json(request, None))
+    body = validated(OverrideRequest, await read_json(request, None))
     rules = _parsed("rules", parse_rules, body.rules)
     for_ms = None if body.for_ is None else _parsed("for", parse_duration_ms, body.for_)
     if for_ms is not None and for_ms < 1:
-        raise _invalid("for", "must be a positive duration, e.g. 1h")
+        raise invalid("for", "must be a positive duration, e.g. 1h")
     override = await gateway.overrides.put(level, rules, for_ms, who)
     return json_response({"level": level, **_override_view(override)})
 
@@ -168,28 +168,14 @@ def _level(request: web.Request, gateway: Gateway) -> str:
     if level == GLOBAL:
         return level
     if not CATEGORY_RE.match(level):
-        raise _invalid("level", "must be global or a category name (1-64 of A-Z a-z 0-9 _ . : -)")
+        raise invalid("level", "must be global or a category name (1-64 of A-Z a-z 0-9 _ . : -)")
     if not gateway.admission.limiter.policy.allows(level):
-        raise _invalid("level", f"unknown category {level!r}")
+        raise invalid("level", f"unknown category {level!r}")
     return level
-
-
-def _override_request(body: object) -> OverrideRequest:
-    if not isinstance(body, dict):
-        raise _invalid("body", "must be a JSON object")
-    try:
-        return OverrideRequest.model_validate(body)
-    except ValidationError as exc:
-        details = validation_details(exc)
-        raise ApiError(422, "invalid fields: " + ", ".join(d["field"] for d in details), details) from exc
 
 
 def _parsed(field: str, parse: Any, text: str) -> Any:
     try:
         return parse(text)
     except ValueError as exc:
-        raise _invalid(field, str(exc)) from exc
-
-
-def _invalid(field: str, message: str) -> ApiError:
-    return ApiError(422, f"invalid fields: {field}", [{"field": field, "message": message}])
+        raise invalid(field, str(exc)) from exc

@@ -17,14 +17,14 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from ..rules import parse_duration_ms
 from ..settings import CATEGORY_PATTERN
 from ..windows import US, MaintenanceWindow, current_or_next
 from .answers import ApiError, json_response
 from .auth import check_token
-from .input import read_json, validation_details
+from .input import invalid, read_json, validated
 from .state import GATEWAY, Gateway
 
 NAME_PATTERN = r"^[A-Za-z0-9_.:\-]{1,64}$"
@@ -51,21 +51,21 @@ async def put_window(request: web.Request) -> web.StreamResponse:
     gateway = request.app[GATEWAY]
     who = check_token(request, gateway.settings.api_tokens)
     name = _name(request)
-    body = _window_request(await read_json(request, None))
+    body = validated(WindowRequest, await read_json(request, None))
     start_us = 0 if body.start is None else _instant("start", body.start)
     end_us, for_us = _end(body)
     if not body.categories and not body.channels:
-        raise _invalid("categories", "name at least one category or channel")
+        raise invalid("categories", "name at least one category or channel")
     unknown = [c for c in body.categories if not gateway.admission.limiter.policy.allows(c)]
     if unknown:
-        raise _invalid("categories", f"unknown categories {', '.join(map(repr, unknown))}")
+        raise invalid("categories", f"unknown categories {', '.join(map(repr, unknown))}")
     if start_us and end_us and end_us <= start_us:
-        raise _invalid("end", "must be after start")
+        raise invalid("end", "must be after start")
     asked = MaintenanceWindow(name, start_us, end_us, tuple(body.categories), tuple(body.channels), body.note, who)
     try:
         window = await gateway.overrides.put_window(asked, for_us)
     except ValueError as exc:  # the store's clock says the end has passed
-        raise _invalid("end", str(exc)) from exc
+        raise invalid("end", str(exc)) from exc
     return json_response(window_view(window, await gateway.store.server_time_us(gateway.keys.windows)))
 
 
@@ -120,32 +120,22 @@ def window_view(window: MaintenanceWindow, now_us: int) -> dict[str, Any]:
 def _name(request: web.Request) -> str:
     name = request.match_info["name"]
     if not _NAME.match(name):
-        raise _invalid("name", "must be 1-64 of A-Z a-z 0-9 _ . : -")
+        raise invalid("name", "must be 1-64 of A-Z a-z 0-9 _ . : -")
     return name
-
-
-def _window_request(body: object) -> WindowRequest:
-    if not isinstance(body, dict):
-        raise _invalid("body", "must be a JSON object")
-    try:
-        return WindowRequest.model_validate(body)
-    except ValidationError as exc:
-        details = validation_details(exc)
-        raise ApiError(422, "invalid fields: " + ", ".join(d["field"] for d in details), details) from exc
 
 
 def _end(body: WindowRequest) -> tuple[int, int]:
     """``end`` as an instant (us), or 0 and the length ``for`` gives (us): exactly one of them."""
     if (body.end is None) == (body.for_ is None):
-        raise _invalid("end", "give end or for (how long from start), not both")
+        raise invalid("end", "give end or for (how long from start), not both")
     if body.end is not None:
         return _instant("end", body.end), 0
     try:
         length_ms = parse_duration_ms(str(body.for_))
     except ValueError as exc:
-        raise _invalid("for", str(exc)) from exc
+        raise invalid("for", str(exc)) from exc
     if length_ms < 1:
-        raise _invalid("for", "must be a positive duration, e.g. 2h")
+        raise invalid("for", "must be a positive duration, e.g. 2h")
     return 0, length_ms * 1000
 
 
@@ -155,16 +145,12 @@ def _instant(field: str, value: float | str) -> int:
         try:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
         except ValueError as exc:
-            raise _invalid(field, "must be unix seconds or ISO 8601, e.g. 2026-11-24T22:00:00Z") from exc
+            raise invalid(field, "must be unix seconds or ISO 8601, e.g. 2026-11-24T22:00:00Z") from exc
         if moment.tzinfo is None:
-            raise _invalid(field, "ISO 8601 needs an offset (Z, +01:00, ...): a local time is ambiguous")
+            raise invalid(field, "ISO 8601 needs an offset (Z, +01:00, ...): a local time is ambiguous")
         seconds = moment.timestamp()
     else:
         seconds = float(value)
     if not 0 < seconds < 1e11:
-        raise _invalid(field, "must be a time between 1970 and the year 5138")
+        raise invalid(field, "must be a time between 1970 and the year 5138")
     return round(seconds * US)
-
-
-def _invalid(field: str, message: str) -> ApiError:
-    return ApiError(422, f"invalid fields: {field}", [{"field": field, "message": message}])
