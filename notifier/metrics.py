@@ -159,7 +159,8 @@ class Metrics:
     def _delivery_metrics(self, r: CollectorRegistry) -> None:
         self.deliveries = Counter(
             "notifier_deliveries",
-            "Slack sends by outcome (delivered, duplicate, rate_limited, failed, dead_lettered, reclaimed)",
+            "Slack sends by outcome (delivered, duplicate, rate_limited, failed, dead_lettered, reclaimed, "
+            "not_sent_again)",
             ["outcome"],
             registry=r,
         )

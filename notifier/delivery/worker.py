@@ -10,6 +10,10 @@
 * An alert's post shows its latest state and records where Slack put it, so
   any replica can edit it (``edits``) or reply in its thread; the reply of a
   resolution waits while the alert's post is still in the outbox.
+* A replica never posts an entry it knows it posted (``Sent``): a settle whose
+  answer was lost, or a read of its own pending entries whose reply was
+  overtaken by a settle, brings such an entry back; it is settled again (or,
+  if the read was sent before the settle was answered, left alone), not posted.
 * 429s are retried after the cooldown and do not count as attempts; 5xx,
   timeouts and broken connections are retried with backoff; after
   ``delivery_max_attempts`` failed sends, or at once on a permanent Slack
@@ -22,7 +26,8 @@ import asyncio
 import logging
 import random
 import time
-from typing import Any
+from collections import OrderedDict
+from typing import Any, NamedTuple
 
 from ..errors import Permanent, RateLimited, StoreUnavailable, Transient
 from ..metrics import Metrics
@@ -43,6 +48,16 @@ log = logging.getLogger(__name__)
 
 MAX_HELD = 512  # entries one replica holds at once; the rest wait in the stream for others
 REPLY_POLL = 0.5  # seconds between two looks at an alert whose post a resolution waits for
+MAX_SENT = 4096  # stream ids remembered as sent: more than any read can bring back at once
+
+
+class Sent(NamedTuple):
+    """What this replica did with an entry it sent (or dead-lettered), to settle it, not send it, again."""
+
+    settled_at: float | None  # time.monotonic() when its settle was answered; None: not yet
+    dead_reason: str | None
+    posted: Posted | None
+    shown: int
 
 
 def backoff(attempt: int, base: float = 0.5, cap: float = 30.0) -> float:
@@ -68,6 +83,7 @@ class Delivery:
         self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._buttons)
         self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
         self._held: dict[str, Taken] = {}
+        self._sent: OrderedDict[str, Sent] = OrderedDict()  # stream id -> what was done, oldest first
         self._sending: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._senders: list[asyncio.Task[None]] = []
@@ -110,9 +126,10 @@ class Delivery:
                 await asyncio.sleep(0.05)
                 continue
             try:
+                read_at = time.monotonic()
                 entries = await self._group.read(resume_from or ">")
                 for stream_id, fields in entries:
-                    await self._take(stream_id, fields)
+                    await self._take(stream_id, fields, read_at)
             except StoreUnavailable as exc:
                 log.warning("store unavailable while reading the outbox: %s", exc)
                 await asyncio.sleep(0.5 + random.uniform(0, 0.5))
@@ -125,13 +142,18 @@ class Delivery:
             if not entries and self._store.embedded:
                 await asyncio.sleep(0.05)  # the embedded store cannot block on reads
 
-    async def _take(self, stream_id: str, fields: dict[Any, Any] | None) -> None:
+    async def _take(self, stream_id: str, fields: dict[Any, Any] | None, read_at: float) -> None:
+        """Hold an entry read at ``read_at`` (``time.monotonic()`` when the read was sent) for sending."""
         if stream_id in self._held:
             return
         if not fields:  # deleted after another replica delivered it
             await self._group.ack_gone(stream_id)
             return
         taken = take(stream_id, fields)
+        sent = self._sent.get(stream_id)
+        if sent is not None and not isinstance(taken, str):
+            await self._settle_again(taken, sent, read_at)
+            return
         if isinstance(taken, str):
             await self._group.settle(stream_id, stream_id, taken, fields)
             return
@@ -146,11 +168,12 @@ class Delivery:
     async def _reclaim(self) -> None:
         cursor = "0-0"
         while len(self._held) < MAX_HELD:
+            read_at = time.monotonic()
             cursor, entries = await self._group.reclaim(self._settings.claim_idle, cursor)
             for stream_id, fields in entries:
                 log.info("reclaimed %s from a replica that stopped answering", stream_id)
                 self._metrics.deliveries.labels("reclaimed").inc()
-                await self._take(stream_id, fields)
+                await self._take(stream_id, fields, read_at)
             if cursor == "0-0":
                 return
 
@@ -242,12 +265,42 @@ class Delivery:
             await asyncio.sleep(REPLY_POLL)
         return reply_message(entry.channel, None, event)
 
+    async def _settle_again(self, taken: Taken, sent: Sent, read_at: float) -> None:
+        """An entry this replica sent came back from a read: settle it, never send it twice.
+
+        A read sent before the settle was answered may list the entry although the
+        settle has removed it since: nothing to do. Otherwise the store lost the settle
+        (or never got it): settle it now, as it was settled the first time.
+        """
+        self._metrics.deliveries.labels("not_sent_again").inc()
+        if sent.settled_at is not None and sent.settled_at > read_at:
+            log.info("%s was listed by a read older than its settle: not sent again", taken.stream_id)
+            return
+        log.warning("%s came back after it was sent: settling it again, not sending it", taken.stream_id)
+        await self._record(taken, sent.dead_reason, sent.posted, sent.shown)
+
+    def _remember(self, stream_id: str, sent: Sent) -> None:
+        self._sent[stream_id] = sent
+        self._sent.move_to_end(stream_id)
+        while len(self._sent) > MAX_SENT:
+            self._sent.popitem(last=False)
+
     async def _settle(
         self, taken: Taken, dead_reason: str | None = None, posted: Posted | None = None, shown: int = 0
     ) -> None:
-        fields = taken.fields if dead_reason else None
         if dead_reason:
             log.error("dead-lettered %s: %s", taken.entry.id, dead_reason)
+        acked = await self._record(taken, dead_reason, posted, shown)
+        if dead_reason and not acked:
+            return  # another replica settled it meanwhile: nothing was dead-lettered
+        outcome = "dead_lettered" if dead_reason else ("delivered" if acked else "duplicate")
+        self._metrics.deliveries.labels(outcome).inc()
+        if not dead_reason and isinstance(taken.entry, EventEntry):
+            self._metrics.delivery_seconds.observe(max(0.0, time.time() - taken.entry.received_at))
+
+    async def _record(self, taken: Taken, dead_reason: str | None, posted: Posted | None, shown: int) -> bool:
+        """Settle an entry in the store, remembered as sent before and after; True if this call settled it."""
+        self._remember(taken.stream_id, Sent(None, dead_reason, posted, shown))
         record = taken.entry.record if isinstance(taken.entry, EventEntry) and shown else ""
         acked = await until_answered(
             "recording a delivery",
@@ -255,18 +308,14 @@ class Delivery:
             taken.stream_id,
             taken.entry.id,
             dead_reason,
-            fields,
+            taken.fields if dead_reason else None,
             posted,
             shown,
             record,
             self._sink.edits,
         )
-        if dead_reason and not acked:
-            return  # another replica settled it meanwhile: nothing was dead-lettered
-        outcome = "dead_lettered" if dead_reason else ("delivered" if acked else "duplicate")
-        self._metrics.deliveries.labels(outcome).inc()
-        if not dead_reason and isinstance(taken.entry, EventEntry):
-            self._metrics.delivery_seconds.observe(max(0.0, time.time() - taken.entry.received_at))
+        self._remember(taken.stream_id, Sent(time.monotonic(), dead_reason, posted, shown))
+        return acked
 
     # -- gauges and digests ------------------------------------------------------
 
