@@ -127,7 +127,13 @@ class Delivery:
                 continue
             try:
                 read_at = time.monotonic()
-                entries = await self._group.read(resume_from or ">")
+                read = await self._group.read(resume_from or ">")
+                if read is None:  # not yet held by NOTIFIER_REDIS_MIN_REPLICAS replicas: read them again
+                    log.info("outbox entries not yet held by enough replicas: not sending them yet")
+                    resume_from = "0"
+                    await asyncio.sleep(random.uniform(0.05, 0.1))
+                    continue
+                entries = read
                 for stream_id, fields in entries:
                     await self._take(stream_id, fields, read_at)
             except StoreUnavailable as exc:

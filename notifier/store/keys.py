@@ -29,6 +29,7 @@ class Keys:
         self.edits_claimed = base + "edits:claimed"
         self.update_pace = base + "pace:*update"
         self.update_cooldown = base + "cooldown:*update"
+        self.replicated = base + "replicated"  # written before each WAIT (store/replication.py)
 
     def category_log(self, category: str) -> str:
         return f"{self.base}log:cat:{category}"

@@ -16,8 +16,10 @@ import time
 from collections import Counter
 
 import aiohttp
+import pytest
 from helpers import Gateway, RedisServer, free_port, slack_env, wait_for
 from slack_standin import SlackStandin
+from topology import Replicated, freeze, thaw
 
 CHANNELS = 32  # one sender per channel: many posts (and settles) in flight at each kill
 
@@ -124,3 +126,50 @@ def test_redis_sigkill_under_load_loses_nothing_and_sends_nothing_twice(tmp_path
     )
     assert (twice, lost, refused_sent) == ([], [], []), (twice[:5], lost[:5], refused_sent[:5])
     assert len(accepted) > 100 and slack.refusals == []
+
+
+@pytest.fixture
+def replicated():
+    nodes = Replicated(replicas=2).start()
+    yield nodes
+    nodes.stop()
+
+
+def test_min_replicas_answers_202_only_once_replicas_hold_the_event(replicated, slack):
+    env = slack_env(replicated.primary.url, slack, NOTIFIER_REDIS_MIN_REPLICAS="2", NOTIFIER_REDIS_TIMEOUT="500ms")
+    first, second = Gateway(env).start(), Gateway(env).start()
+    alert = {"category": "db", "text": "disk full", "dedup_key": "disk"}
+    try:
+        assert first.post({"category": "db", "text": "replicated"})[0] == 202
+        for replica in replicated.replicas:
+            freeze(replica)
+        try:
+            started = time.monotonic()
+            status, body, headers = first.post(alert)
+            took = time.monotonic() - started
+            assert (status, body.get("error")) == (503, "not replicated") and int(headers["Retry-After"]) >= 1, body
+            assert took < 0.5 + 0.5
+            # A repeat on another process (its own connections) wrote nothing the WAIT would cover
+            # but for the marker: it must not claim the first event is held.
+            status, again, _ = second.post(alert)
+            assert (status, again) == (503, {"error": "not replicated", "id": body["id"]})
+            time.sleep(1)
+            assert not any("disk full" in t for t in slack.texts())  # not posted before replicas hold it
+        finally:
+            for replica in replicated.replicas:
+                thaw(replica)
+        wait_for(
+            lambda: second.post(alert)[:2] == (200, {"status": "duplicate", "id": body["id"]}),
+            10,
+            0.2,
+            what="the repeat answered duplicate once replicas hold it",
+        )
+        wait_for(lambda: any("disk full" in t for t in slack.texts()), 10, what="the event posted")
+        time.sleep(1)
+        assert sum("disk full" in t for t in slack.texts()) == 1
+        metrics = first.get("/metrics")[1]["_raw"]
+        assert "notifier_not_replicated_total 1.0" in metrics
+        assert "notifier_replication_wait_seconds_count" in metrics
+    finally:
+        first.stop()
+        second.stop()
