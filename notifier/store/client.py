@@ -154,6 +154,8 @@ class Store:
         return client
 
     def _open_circuit(self, exc: BaseException) -> None:
+        if self._primary is None:  # the primary that stopped answering, to see whether it changes
+            self._primary = self._named_primary()
         if self._probe is None:
             log.warning(
                 "the store did not answer (%s): failing fast until it answers a probe", str(exc) or type(exc).__name__
@@ -173,10 +175,13 @@ class Store:
             self._probe = None
             return
 
+    def _named_primary(self) -> Any:
+        """The (host, port) the Sentinels named when a connection was last made; None without Sentinels."""
+        return getattr(getattr(self.redis, "connection_pool", None), "master_address", None)
+
     def _note_primary(self) -> None:
         """Count a failover when the Sentinels now name another primary than before."""
-        pool = self.redis.connection_pool if not self.embedded else None
-        primary = getattr(pool, "master_address", None)
+        primary = self._named_primary()
         if primary is None:
             return
         if self._primary is not None and primary != self._primary:

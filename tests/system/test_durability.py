@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 from helpers import Gateway, RedisServer, free_port, slack_env, wait_for
 from slack_standin import SlackStandin
-from topology import Replicated, freeze, thaw
+from topology import Replicated, Sentinels, freeze, thaw
 
 CHANNELS = 32  # one sender per channel: many posts (and settles) in flight at each kill
 
@@ -63,10 +63,10 @@ def delivered(slack) -> Counter[str]:
     return Counter(m.group() for m in (re.search(r"\br\d+-\d+\b", t) for t in slack.texts()) if m)
 
 
-def crash_env(redis: RedisServer, slack, **extra: str) -> dict[str, str]:
+def crash_env(redis_url: str, slack, **extra: str) -> dict[str, str]:
     channels = {f"c{i}": f"#ch{i}" for i in range(CHANNELS)}
     return slack_env(
-        redis.url,
+        redis_url,
         slack,
         NOTIFIER_REDIS_TIMEOUT="500ms",
         NOTIFIER_CHANNEL_RATE="1000/1s",
@@ -102,7 +102,7 @@ def test_redis_sigkill_under_load_loses_nothing_and_sends_nothing_twice(tmp_path
     # Slack takes 50 ms a post: every channel has a post in flight at each kill, settled after it.
     slack = SlackStandin(post_latency=0.05).start()
     server = RedisServer(port=free_port(), extra=["--appendonly", "yes", "--appendfsync", "always"]).start()
-    gateway = Gateway(crash_env(server, slack), log_dir=str(tmp_path)).start()
+    gateway = Gateway(crash_env(server.url, slack), log_dir=str(tmp_path)).start()
     try:
         answers, kills = _kill_rounds(server, gateway, 8)
         accepted = {text for text, status, _, _ in answers if status == 202}
@@ -173,3 +173,82 @@ def test_min_replicas_answers_202_only_once_replicas_hold_the_event(replicated, 
     finally:
         first.stop()
         second.stop()
+
+
+def sentinel_env(sentinels: Sentinels, slack, replicas: int) -> dict[str, str]:
+    # Delivery slower than admission: a backlog of admitted events waits in the outbox at the kill.
+    env = {**crash_env("", slack), "NOTIFIER_REDIS_TIMEOUT": "1s", "NOTIFIER_CHANNEL_RATE": "3/1s"}
+    del env["NOTIFIER_REDIS_URL"]
+    return {**env, "NOTIFIER_REDIS_SENTINELS": sentinels.addresses, "NOTIFIER_REDIS_MIN_REPLICAS": str(replicas)}
+
+
+def _failover_under_load(replicas: int, frozen: float, tmp_path) -> dict:
+    """Kill the primary under load (after freezing its replicas for ``frozen`` seconds, then
+    resuming them as it dies); what the clients were told, and what reached Slack."""
+    slack = SlackStandin().start()
+    # A primary drops replicas silent for 2 s: what it writes afterwards reaches no replica (the
+    # kernel's socket buffers would otherwise hand a frozen replica everything once resumed).
+    nodes = Replicated(replicas=2, extra=["--repl-timeout", "2", "--repl-ping-replica-period", "1"]).start()
+    sentinels = Sentinels(nodes.primary, down_after_ms=2000).start()
+    gateway = Gateway(sentinel_env(sentinels, slack, replicas), log_dir=str(tmp_path)).start()
+    try:
+        load = Load(gateway.url, "r0")
+        load.start()
+        time.sleep(1.0)
+        for replica in nodes.replicas if frozen else ():
+            freeze(replica)
+        time.sleep(frozen)
+        killed = time.monotonic()
+        nodes.primary.stop(kill=True)
+        for replica in nodes.replicas if frozen else ():
+            thaw(replica)
+        new_port, named = sentinels.wait_failover(nodes.primary.port)
+        new = next(n for n in nodes.replicas if n.port == new_port)
+        wait_for(lambda: Replicated.online(new) >= replicas, 20, what="replicas of the new primary")
+        replicating = time.monotonic()
+        wait_for(lambda: any(a[1] == 202 and a[2] > replicating for a in load.answers), 10, what="202 again")
+        time.sleep(1.0)
+        load.stopping.set()
+        load.join(20)
+        accepted = {text for text, status, _, _ in load.answers if status == 202}
+        deadline = time.monotonic() + 60
+        while not accepted <= set(delivered(slack)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.5)
+        metrics = gateway.get("/metrics")[1]["_raw"]
+    finally:
+        gateway.stop()
+        sentinels.stop()
+        nodes.stop()
+        slack.stop()
+    sent = delivered(slack)
+    after = [a for a in load.answers if a[2] > replicating and a[1] == 202]
+    return {
+        "accepted": len(accepted),
+        "answered_503": sum(1 for a in load.answers if a[1] == 503),
+        "lost": sorted(accepted - set(sent)),
+        "twice": sorted(t for t, n in sent.items() if n > 1),
+        "failover_s": round(named - killed, 2),
+        "first_202_after_named_s": round(min(a[3] for a in after) - named, 2),
+        "slowest_answer_s": round(max(a[3] - a[2] for a in load.answers), 2),
+        "other": sum(1 for a in load.answers if a[1] not in (202, 503)),
+        "failovers_seen": "notifier_store_failovers_total 1.0" in metrics,
+    }
+
+
+@pytest.mark.parametrize("frozen", [0.0, 3.0], ids=["killed", "replicas-frozen-then-killed"])
+def test_sentinel_failover_with_one_replica_loses_no_202(frozen, tmp_path):
+    seen = _failover_under_load(1, frozen, tmp_path)
+    print(f"N=1, replicas frozen {frozen}s: {seen | {'lost': len(seen['lost']), 'twice': len(seen['twice'])}}")
+    assert seen["lost"] == [] and seen["twice"] == [] and seen["other"] == 0, seen
+    assert seen["accepted"] > 100 and seen["failovers_seen"], seen
+    # 503 within NOTIFIER_REDIS_TIMEOUT + 0.5 s (room for a loaded machine); 202 again within 2 s.
+    assert seen["slowest_answer_s"] < 1.0 + 0.5 + 0.3, seen
+    assert seen["first_202_after_named_s"] < 2.0, seen
+
+
+def test_sentinel_failover_without_replicas_to_wait_for_can_lose_202s(tmp_path):
+    """The negative control: N = 0, the same fault (replicas frozen, then the primary killed)."""
+    seen = _failover_under_load(0, 3.0, tmp_path)
+    print(f"N=0, replicas frozen 3s: {seen | {'lost': len(seen['lost']), 'twice': len(seen['twice'])}}")
+    assert seen["lost"], f"no loss seen with N=0 this time: the control could not show one ({seen})"
