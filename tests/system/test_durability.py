@@ -17,9 +17,11 @@ from collections import Counter
 
 import aiohttp
 import pytest
+import redis
 from helpers import Gateway, RedisServer, free_port, slack_env, wait_for
 from slack_standin import SlackStandin
-from topology import Replicated, Sentinels, freeze, thaw
+from test_cluster import Cluster, cluster_port
+from topology import Replicated, Sentinels, client, freeze, thaw
 
 CHANNELS = 32  # one sender per channel: many posts (and settles) in flight at each kill
 
@@ -252,3 +254,97 @@ def test_sentinel_failover_without_replicas_to_wait_for_can_lose_202s(tmp_path):
     seen = _failover_under_load(0, 3.0, tmp_path)
     print(f"N=0, replicas frozen 3s: {seen | {'lost': len(seen['lost']), 'twice': len(seen['twice'])}}")
     assert seen["lost"], f"no loss seen with N=0 this time: the control could not show one ({seen})"
+
+
+def _knows(node: redis.Redis, node_id: str) -> bool:
+    return any(info.get("node_id") == node_id for info in node.execute_command("CLUSTER NODES").values())
+
+
+def _add_replicas(cluster, master_port: int, count: int) -> list[RedisServer]:
+    """``count`` new cluster nodes, each a replica of the master on ``master_port``."""
+    master = client(master_port)
+    master_id = master.execute_command("CLUSTER MYID")
+    added = []
+    for _ in range(count):
+        # No replica migration: both stay with the slot's primary, not with a master that has none.
+        node = RedisServer(port=cluster_port(), extra=["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
+        node.extra += ["--cluster-allow-replica-migration", "no", "--cluster-migration-barrier", "99"]
+        node.extra += ["--cluster-config-file", f"{node.dir}/nodes.conf"]
+        node.start()
+        new = client(node.port)
+        new.execute_command("CLUSTER MEET", "127.0.0.1", master_port)
+        wait_for(lambda: _knows(new, master_id), 20, 0.1, what="the node met")  # noqa: B023
+        new.execute_command("CLUSTER REPLICATE", master_id)
+        added.append(node)
+    wait_for(lambda: Replicated.online(RedisServer(port=master_port)) >= count, 30, 0.2, what="replicas online")
+    return added
+
+
+def test_cluster_failover_of_the_slot_primary_with_one_replica_loses_no_202(slack, tmp_path):
+    made = Cluster().start()
+    extra: list[RedisServer] = []
+    try:
+        seed = made.client()
+        owner = seed.get_node_from_key("{durable}")
+        primary = next(n for n in made.nodes if n.port == owner.port)
+        for node in made.nodes:  # a quicker failure detection than the other tests' cluster
+            client(node.port).config_set("cluster-node-timeout", 2000)
+        extra = _add_replicas(made, primary.port, 2)
+        other = next(n for n in made.nodes if n is not primary)
+        env = {
+            **crash_env(f"redis://127.0.0.1:{other.port}/0", slack),
+            "NOTIFIER_REDIS_CLUSTER": "true",
+            "NOTIFIER_KEY_PREFIX": "durable",
+            "NOTIFIER_REDIS_MIN_REPLICAS": "1",
+            "NOTIFIER_REDIS_TIMEOUT": "1s",
+        }
+        gateway = Gateway(env, log_dir=str(tmp_path)).start()
+        try:
+            load = Load(gateway.url, "r0")
+            load.start()
+            time.sleep(1.0)
+            killed = time.monotonic()
+            primary.stop(kill=True)
+
+            def promoted() -> bool:
+                try:
+                    return client(extra[0].port).execute_command("ROLE")[0] == "master" or (
+                        client(extra[1].port).execute_command("ROLE")[0] == "master"
+                    )
+                except (redis.RedisError, OSError):
+                    return False
+
+            wait_for(promoted, 30, 0.02, what="a replica promoted")
+            named = time.monotonic()
+            new = next(n for n in extra if client(n.port).execute_command("ROLE")[0] == "master")
+            wait_for(lambda: Replicated.online(new) >= 1, 20, 0.05, what="the other replica following it")
+            replicating = time.monotonic()
+            wait_for(lambda: any(a[1] == 202 and a[2] > replicating for a in load.answers), 10, what="202 again")
+            time.sleep(1.0)
+            load.stopping.set()
+            load.join(20)
+            accepted = {t for t, status, _, _ in load.answers if status == 202}
+            deadline = time.monotonic() + 30
+            while not accepted <= set(delivered(slack)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            gateway.stop()
+    finally:
+        for node in extra:
+            node.stop(kill=True)
+        made.stop()
+    lost = sorted(accepted - set(delivered(slack)))
+    after = [a[3] for a in load.answers if a[1] == 202 and a[2] > replicating]
+    seen = {
+        "accepted": len(accepted),
+        "answered_503": sum(1 for a in load.answers if a[1] == 503),
+        "lost": len(lost),
+        "promoted_s": round(named - killed, 2),
+        "first_202_after_replicating_s": round(min(after) - replicating, 2),
+        "slowest_answer_s": round(max(a[3] - a[2] for a in load.answers), 2),
+    }
+    print(f"cluster, N=1: {seen}")
+    assert lost == [] and seen["accepted"] > 100, seen
+    assert {a[1] for a in load.answers} <= {202, 503}, seen
+    assert seen["slowest_answer_s"] < 1.0 + 0.5 + 0.3, seen
+    assert seen["first_202_after_replicating_s"] < 2.0, seen
