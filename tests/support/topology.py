@@ -34,9 +34,11 @@ def thaw(node: RedisServer) -> None:
 class Replicated:
     """A primary and ``replicas`` replicas of it (``extra`` arguments for every node)."""
 
-    def __init__(self, replicas: int = 2, extra: list[str] | None = None) -> None:
-        self.primary = RedisServer(extra=list(extra or []))
-        self.replicas = [RedisServer(extra=list(extra or [])) for _ in range(replicas)]
+    def __init__(self, replicas: int = 2, extra: list[str] | None = None, configs: Path | None = None) -> None:
+        """``configs``: a folder with ``primary.conf`` and ``replica.conf`` (``deploy/sentinel``) to start from."""
+        primary, replica = (str(configs / f"{n}.conf") for n in ("primary", "replica")) if configs else (None, None)
+        self.primary = RedisServer(extra=list(extra or []), config=primary)
+        self.replicas = [RedisServer(extra=list(extra or []), config=replica) for _ in range(replicas)]
 
     @property
     def nodes(self) -> list[RedisServer]:
@@ -71,8 +73,17 @@ class Replicated:
 class Sentinels:
     """``count`` Sentinels (``redis-server --sentinel``) watching ``primary`` under the name ``notifier``."""
 
-    def __init__(self, primary: RedisServer, count: int = 3, down_after_ms: int = 2000, quorum: int = 2) -> None:
+    def __init__(
+        self,
+        primary: RedisServer,
+        count: int = 3,
+        down_after_ms: int = 2000,
+        quorum: int = 2,
+        template: Path | None = None,
+    ) -> None:
+        """``template``: a Sentinel configuration (``deploy/sentinel/sentinel.conf``) to start from."""
         self.primary, self.count, self.down_after_ms, self.quorum = primary, count, down_after_ms, quorum
+        self.template = template
         self.ports = [free_port() for _ in range(count)]
         self.procs: list[subprocess.Popen] = []
         self.dirs: list[Path] = []
@@ -86,13 +97,7 @@ class Sentinels:
         binary = need("redis-server")
         for port in self.ports:
             folder = Path(RedisServer(port=port).dir)
-            (folder / "sentinel.conf").write_text(
-                f"port {port}\nbind 127.0.0.1\ndir {folder}\n"
-                f"sentinel monitor {MASTER} 127.0.0.1 {self.primary.port} {self.quorum}\n"
-                f"sentinel down-after-milliseconds {MASTER} {self.down_after_ms}\n"
-                f"sentinel failover-timeout {MASTER} 10000\n"
-                f"sentinel parallel-syncs {MASTER} 2\n"
-            )
+            (folder / "sentinel.conf").write_text(f"port {port}\nbind 127.0.0.1\ndir {folder}\n" + self._body())
             self.dirs.append(folder)
             self.procs.append(
                 subprocess.Popen(
@@ -104,6 +109,17 @@ class Sentinels:
         wait_for(lambda: all(self.primary_of(p) for p in self.ports), 20, what="Sentinels watching the primary")
         wait_for(self._all_known, 30, 0.2, what="Sentinels knowing each other and the replicas")
         return self
+
+    def _body(self) -> str:
+        if self.template is None:
+            return (
+                f"sentinel monitor {MASTER} 127.0.0.1 {self.primary.port} {self.quorum}\n"
+                f"sentinel down-after-milliseconds {MASTER} {self.down_after_ms}\n"
+                f"sentinel failover-timeout {MASTER} 10000\n"
+                f"sentinel parallel-syncs {MASTER} 2\n"
+            )
+        lines = [line for line in self.template.read_text().splitlines() if not line.startswith("port ")]
+        return "\n".join(lines).replace(" primary 6379 ", f" 127.0.0.1 {self.primary.port} ") + "\n"
 
     def _all_known(self) -> bool:
         try:

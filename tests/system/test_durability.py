@@ -14,6 +14,7 @@ import re
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -348,3 +349,49 @@ def test_cluster_failover_of_the_slot_primary_with_one_replica_loses_no_202(slac
     assert {a[1] for a in load.answers} <= {202, 503}, seen
     assert seen["slowest_answer_s"] < 1.0 + 0.5 + 0.3, seen
     assert seen["first_202_after_replicating_s"] < 2.0, seen
+
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "sentinel"
+
+
+def test_the_deploy_sentinel_example_fails_over_and_fails_fast_without_replicas(slack, tmp_path):
+    """deploy/sentinel as shipped (ports and folders aside): 202, a failover, 202 again; with every
+    replica gone the primary itself refuses writes (min-replicas-to-write) and the gateway answers 503."""
+    # min-replicas-max-lag 1 instead of 10 s: the same rule, sooner.
+    nodes = Replicated(2, extra=["--appendonly", "yes", "--min-replicas-max-lag", "1"], configs=DEPLOY).start()
+    sentinels = Sentinels(nodes.primary, template=DEPLOY / "sentinel.conf").start()
+    env = {k: v for k, v in slack_env("", slack).items() if k != "NOTIFIER_REDIS_URL"}
+    env |= {"NOTIFIER_REDIS_SENTINELS": sentinels.addresses, "NOTIFIER_REDIS_MIN_REPLICAS": "1"}
+    gateway = Gateway(env, log_dir=str(tmp_path)).start()
+    try:
+        assert gateway.post({"category": "ha", "text": "before"})[0] == 202
+        nodes.primary.stop(kill=True)
+        port, _ = sentinels.wait_failover(nodes.primary.port)
+        new = next(n for n in nodes.replicas if n.port == port)
+        wait_for(lambda: gateway.post({"category": "ha", "text": "after"})[0] == 202, 20, 0.2, what="202 again")
+        wait_for(lambda: {"before", "after"} <= set(_texts(slack)), 20, what="both delivered")
+        for replica in nodes.replicas:
+            if replica is not new:
+                replica.stop(kill=True)
+        wait_for(lambda: _refuses_writes(new), 10, 0.2, what="NOREPLICAS from the primary")
+        started = time.monotonic()
+        status, body, headers = gateway.post({"category": "ha", "text": "alone"})
+        assert status == 503 and "Retry-After" in headers and time.monotonic() - started < 1.5, body
+        time.sleep(1)
+        assert "alone" not in _texts(slack)  # the primary took nothing
+    finally:
+        gateway.stop()
+        sentinels.stop()
+        nodes.stop()
+
+
+def _refuses_writes(node: RedisServer) -> bool:
+    try:
+        client(node.port).set("probe", "1")
+    except redis.ResponseError as exc:
+        return "NOREPLICAS" in str(exc)
+    return False
+
+
+def _texts(slack) -> list[str]:
+    return [m.group() for m in (re.search(r"\b(before|after|alone)\b", t) for t in slack.texts()) if m]
