@@ -31,7 +31,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "tests" / "support")]
 
-from helpers import Gateway  # noqa: E402
+import redis  # noqa: E402
+from helpers import Gateway, wait_for  # noqa: E402
 from storm import CATEGORIES, pin, saturate, start_baseline  # noqa: E402  (puts tests/support on the path)
 from topology import Replicated  # noqa: E402
 
@@ -76,15 +77,22 @@ def gateways(url: str) -> dict[str, Gateway]:
     }
 
 
-def rounds(servers: dict[str, str], baseline: str, args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
+def drained(client: redis.Redis) -> None:
+    """Wait until both gateways delivered what they admitted: a backlog would slow the next run."""
+    outboxes = [f"n{n}:{{n{n}}}:outbox" for n in (0, 1)]
+    wait_for(lambda: sum(client.xlen(key) for key in outboxes) == 0, 120, 0.2, what="outboxes drained")
+
+
+def rounds(
+    servers: dict[str, str], baseline: str, client: redis.Redis, args: argparse.Namespace
+) -> dict[str, list[dict[str, float]]]:
     seen: dict[str, list[dict[str, float]]] = {}
     for r in range(args.rounds):
         order = list(servers) if r % 2 == 0 else list(reversed(servers))
-        for name in order:
-            seen.setdefault(f"admitted {name}", []).append(
-                wrk(servers[name], args.seconds, args.connections, "admitted.lua")
-            )
-            seen.setdefault(f"storm {name}", []).append(wrk(servers[name], args.seconds, args.connections, "storm.lua"))
+        for kind, script in (("admitted", "admitted.lua"), ("storm", "storm.lua")):
+            for name in order:
+                drained(client)
+                seen.setdefault(f"{kind} {name}", []).append(wrk(servers[name], args.seconds, args.connections, script))
         seen.setdefault("storm baseline", []).append(wrk(baseline, args.seconds, args.connections, "storm.lua"))
     return seen
 
@@ -125,7 +133,8 @@ def main() -> None:
             f"one replica; load: {os.getloadavg()[0]:.2f}",
             flush=True,
         )
-        report(rounds({name: g.url for name, g in started.items()}, baseline_url, args))
+        client = redis.Redis.from_url(nodes.primary.url)
+        report(rounds({name: g.url for name, g in started.items()}, baseline_url, client, args))
     finally:
         baseline.terminate()
         for gateway in started.values():

@@ -119,6 +119,13 @@ class ConsumerGroup:
             await self.ack_gone(as_text(stream_id))
         return as_text(reply[0]), [(as_text(i), f) for i, f in reply[1]]
 
+    async def replicated(self) -> bool:
+        """True once ``NOTIFIER_REDIS_MIN_REPLICAS`` replicas hold all the primary has now (marker, WAIT)."""
+        if not self._store.min_replicas:
+            return True
+        written = await self._store.call_replicated([], self._keys.replicated, self._store.timeout)
+        return written.replicas >= self._store.min_replicas
+
     async def settle(
         self,
         stream_id: str,

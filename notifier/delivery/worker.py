@@ -176,6 +176,8 @@ class Delivery:
         while len(self._held) < MAX_HELD:
             read_at = time.monotonic()
             cursor, entries = await self._group.reclaim(self._settings.claim_idle, cursor)
+            if entries and not await self._group.replicated():
+                return  # claimed, not yet held by enough replicas: taken over again after claim_idle
             for stream_id, fields in entries:
                 log.info("reclaimed %s from a replica that stopped answering", stream_id)
                 self._metrics.deliveries.labels("reclaimed").inc()
