@@ -239,7 +239,7 @@ def _failover_under_load(replicas: int, frozen: float, tmp_path) -> dict:
     }
 
 
-@pytest.mark.parametrize("frozen", [0.0, 3.0], ids=["killed", "replicas-frozen-then-killed"])
+@pytest.mark.parametrize("frozen", [0.0, 4.0], ids=["killed", "replicas-frozen-then-killed"])
 def test_sentinel_failover_with_one_replica_loses_no_202(frozen, tmp_path):
     seen = _failover_under_load(1, frozen, tmp_path)
     print(f"N=1, replicas frozen {frozen}s: {seen | {'lost': len(seen['lost']), 'twice': len(seen['twice'])}}")
@@ -252,9 +252,13 @@ def test_sentinel_failover_with_one_replica_loses_no_202(frozen, tmp_path):
 
 def test_sentinel_failover_without_replicas_to_wait_for_can_lose_202s(tmp_path):
     """The negative control: N = 0, the same fault (replicas frozen, then the primary killed)."""
-    seen = _failover_under_load(0, 3.0, tmp_path)
-    print(f"N=0, replicas frozen 3s: {seen | {'lost': len(seen['lost']), 'twice': len(seen['twice'])}}")
-    assert seen["lost"], f"no loss seen with N=0 this time: the control could not show one ({seen})"
+    for attempt in range(2):  # a loss needs the primary to have dropped its replicas before it dies
+        (tmp_path / str(attempt)).mkdir()
+        seen = _failover_under_load(0, 4.0, tmp_path / str(attempt))
+        print(f"N=0, replicas frozen 4s: {seen | {'lost': len(seen['lost']), 'twice': len(seen['twice'])}}")
+        if seen["lost"]:
+            return
+    raise AssertionError(f"no loss seen with N=0 in two runs: the control could not show one ({seen})")
 
 
 def _knows(node: redis.Redis, node_id: str) -> bool:
