@@ -114,6 +114,7 @@ class Store:
         One pipeline on the connection to the node of ``keys[0]`` (see ``replication``);
         the whole call takes at most ``timeout`` seconds.
         """
+        timeout = max(timeout, 0.001)
         return await self.call(self._waited, timeout, keys[0], wait, script_then_wait, script, keys, args, marker)
 
     async def call_replicated(self, commands: list[tuple[Any, ...]], marker: str, wait: float) -> Written:
