@@ -244,7 +244,7 @@ class Limiter:
         keys, args = protocol.call(batch, refused, self._store.store_time_us(deadline))
         timeout = deadline + REPLY_MARGIN - time.monotonic()
         replicas = self._store.min_replicas
-        if not replicas:
+        if not replicas or not batch:  # counting local refusals claims nothing: no need to wait
             reply = read_reply(await self._store.run(self._scripts.admit, keys, args, timeout))
             return reply if isinstance(reply, Refused) else (reply, True)
         wait = deadline - time.monotonic()  # the time the requests have left, after the script ran
