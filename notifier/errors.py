@@ -5,6 +5,7 @@
     NotifierError
     ├── SettingsError        a setting has a bad value; the message names the variable
     ├── StoreUnavailable     the store did not answer (raised only by ``store.client``)
+    ├── NotReplicated        the store took a write that too few replicas acknowledged in time
     └── DeliveryError        Slack did not take a call
         ├── RateLimited      429: wait ``retry_after`` seconds
         ├── Transient        5xx, timeout, broken connection: try again later
@@ -51,3 +52,16 @@ class Permanent(DeliveryError):
 
 class MessageGone(Permanent):
     """An edit or reply named a message Slack no longer knows (``message_not_found``)."""
+
+
+class NotReplicated(NotifierError):
+    """The store took a write but fewer than ``NOTIFIER_REDIS_MIN_REPLICAS`` replicas acknowledged it in time.
+
+    Unlike :class:`StoreUnavailable`, something may have changed: ``id`` names the
+    event (the alert's first event for a repeat); sending it again with the same
+    ``dedup_key`` never posts it twice.
+    """
+
+    def __init__(self, event_id: str) -> None:
+        super().__init__(f"event {event_id} was not replicated in time")
+        self.id = event_id

@@ -150,16 +150,37 @@ class Metrics:
         self._level_metrics(r)
         self._edit_metrics(r)
         self._store_failures: Callable[[], int] = lambda: 0
+        self._store_failovers: Callable[[], int] = lambda: 0
         r.register(
             _Callback(
-                lambda: [_counter("notifier_store_errors", "Calls to the store that failed", self._store_failures())]
+                lambda: [
+                    _counter("notifier_store_errors", "Calls to the store that failed", self._store_failures()),
+                    _counter(
+                        "notifier_store_failovers", "Times the Sentinels named a new primary", self._store_failovers()
+                    ),
+                ]
             )
+        )
+        self._replication_metrics(r)
+
+    def _replication_metrics(self, r: CollectorRegistry) -> None:
+        self.not_replicated = Counter(
+            "notifier_not_replicated",
+            "Answers 503 not replicated (NOTIFIER_REDIS_MIN_REPLICAS not reached)",
+            registry=r,
+        )
+        self.replication_wait = Histogram(
+            "notifier_replication_wait_seconds",
+            "A write and its WAIT for NOTIFIER_REDIS_MIN_REPLICAS replicas, one pipeline",
+            registry=r,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
         )
 
     def _delivery_metrics(self, r: CollectorRegistry) -> None:
         self.deliveries = Counter(
             "notifier_deliveries",
-            "Slack sends by outcome (delivered, duplicate, rate_limited, failed, dead_lettered, reclaimed)",
+            "Slack sends by outcome (delivered, duplicate, rate_limited, failed, dead_lettered, reclaimed, "
+            "not_sent_again)",
             ["outcome"],
             registry=r,
         )
@@ -228,12 +249,16 @@ class Metrics:
         )
 
     def watch_store(self, store: _HasFailures) -> None:
-        """Export the failed calls counted by ``store``."""
+        """Export the failed calls and failovers counted by ``store``, and time its replication waits."""
         self._store_failures = lambda: store.failures
+        self._store_failovers = lambda: store.failovers
+        store.on_wait = self.replication_wait.observe
 
 
 class _HasFailures(Protocol):
     failures: int
+    failovers: int
+    on_wait: Callable[[float], None]
 
 
 class _Callback(Collector):

@@ -114,6 +114,9 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     redis_cluster: bool = False
     redis_timeout: DurationMs = Field(1000, gt=0)
+    redis_sentinels: CommaList | None = None
+    redis_sentinel_master: str = Field("notifier", min_length=1)
+    redis_min_replicas: int = Field(0, ge=0)
     global_limit: RulesSetting = parse_rules("100/30m")
     category_limit: RulesSetting = parse_rules("10/30m")
     category_limits: Annotated[dict[str, RulesSetting], NoDecode, BeforeValidator(_json_object)] = {}
@@ -178,12 +181,32 @@ class Settings(BaseSettings):
             raise ValueError(f"{value!r} is not a redis://, rediss:// or unix:// URL")
         return value
 
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _host_ports(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for address in value or ():
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{address!r} is not host:port")
+        return value
+
     @field_validator("log_level")
     @classmethod
     def _log_level(cls, value: str) -> str:
         if value.upper() not in LOG_LEVELS:
             raise ValueError(f"{value!r} is not one of {', '.join(LOG_LEVELS)}")
         return value.upper()
+
+    @model_validator(mode="after")
+    def _store_topology(self) -> Settings:
+        if self.redis_sentinels and self.redis_cluster:
+            raise ValueError(f"{ENV_PREFIX}REDIS_SENTINELS: a Redis Cluster has no Sentinels; unset one of the two")
+        if self.redis_min_replicas and not (self.redis_url or self.redis_sentinels):
+            raise ValueError(
+                f"{ENV_PREFIX}REDIS_MIN_REPLICAS: the embedded store has no replicas; "
+                f"it must be 0 unless {ENV_PREFIX}REDIS_URL or {ENV_PREFIX}REDIS_SENTINELS is set"
+            )
+        return self
 
     @model_validator(mode="after")
     def _reserves_fit(self) -> Settings:

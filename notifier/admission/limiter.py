@@ -20,6 +20,13 @@ the reply itself was lost after the script ran (``dedup_key`` makes retrying
 such an event safe). At most ``MAX_WAITING`` events wait for the store; past
 that, and while the store's circuit is open, events are refused with 503 at once.
 
+Replication: with ``NOTIFIER_REDIS_MIN_REPLICAS=N`` the script call is followed, on
+the same connection, by ``WAIT N <time left>`` (``Store.run_replicated``). Every
+answer that says the event is held (accepted, resolved, a duplicate of an alert's
+first event) is then given only when N replicas acknowledged; otherwise it
+raises :class:`NotReplicated` with the event's id. A refusal wrote only counters
+and is answered as always; local refusals never reach the store, nor wait.
+
 This module is the hot path of an alert storm and is hand-tuned where
 ``bench/instructions.py`` showed a cost (plain dicts and tuples, no awaits on
 a local refusal).
@@ -34,7 +41,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 
-from ..errors import StoreUnavailable
+from ..errors import NotReplicated, StoreUnavailable
 from ..models import Decision, Event, Outcome
 from ..policy import CATEGORY, GLOBAL, Policy
 from ..settings import Settings
@@ -199,19 +206,23 @@ class Limiter:
     async def _call(self, batch: list[Pending], refused: dict[tuple[str, str], int], protocol: Protocol) -> None:
         sent, failed = time.monotonic(), True
         try:
-            replies = await self._ask(batch, refused, protocol, sent)
+            asked = await self._ask(batch, refused, protocol, sent)
         except StoreUnavailable as exc:
             self._fail(batch, refused, exc)
         except BaseException as exc:  # never leave a request waiting forever
             self._fail(batch, refused, StoreUnavailable(repr(exc)))
             raise
         else:
-            if isinstance(replies, Refused):
-                await self._not_decided(batch, refused, replies)
+            if isinstance(asked, Refused):
+                await self._not_decided(batch, refused, asked)
             else:
                 failed = False
+                replies, replicated = asked
                 for item, result in zip(batch, replies, strict=True):
-                    self._settle(item, result, sent, protocol)
+                    if replicated or result.outcome in ("dropped", "shadow"):
+                        self._settle(item, result, sent, protocol)
+                    else:
+                        self._answer(item, NotReplicated(result.id))
         finally:
             self._busy = False
             if self._queue:
@@ -225,14 +236,23 @@ class Limiter:
 
     async def _ask(
         self, batch: list[Pending], refused: dict[tuple[str, str], int], protocol: Protocol, sent: float
-    ) -> list[ScriptResult] | Refused:
-        """One script call, bounded by the earliest deadline of the batch."""
+    ) -> tuple[list[ScriptResult], bool] | Refused:
+        """One script call, bounded by the earliest deadline of the batch; True when N replicas hold it."""
         deadline = min((item.deadline for item in batch), default=sent + self._budget)
         if not self._store.clock_known:
             await self._store.sync_clock(self._keys.outbox)
         keys, args = protocol.call(batch, refused, self._store.store_time_us(deadline))
         timeout = deadline + REPLY_MARGIN - time.monotonic()
-        return read_reply(await self._store.run(self._scripts.admit, keys, args, timeout))
+        replicas = self._store.min_replicas
+        if not replicas or not batch:  # counting local refusals claims nothing: no need to wait
+            reply = read_reply(await self._store.run(self._scripts.admit, keys, args, timeout))
+            return reply if isinstance(reply, Refused) else (reply, True)
+        wait = deadline - time.monotonic()  # the time the requests have left, after the script ran
+        written = await self._store.run_replicated(
+            self._scripts.admit, keys, args, self._keys.replicated, timeout, wait
+        )
+        reply = read_reply(written.replies[0])
+        return reply if isinstance(reply, Refused) else (reply, written.replicas >= replicas)
 
     async def _not_decided(self, batch: list[Pending], refused: dict[tuple[str, str], int], why: Refused) -> None:
         """The script did nothing: past the deadline (503), or under an old policy (read it, try again)."""
@@ -262,12 +282,12 @@ class Limiter:
         for item in batch:
             self._answer(item, exc)
 
-    def _answer(self, item: Pending, answer: Decision | StoreUnavailable) -> None:
+    def _answer(self, item: Pending, answer: Decision | StoreUnavailable | NotReplicated) -> None:
         self._stale.pop(item.id, None)
         future = self._futures.get(item.id)
         if future is None or future.done():
             return
-        if isinstance(answer, StoreUnavailable):
+        if isinstance(answer, Exception):
             future.set_exception(answer)
         else:
             future.set_result(answer)

@@ -6,6 +6,10 @@
 * Entries a replica holds are re-claimed regularly so a live replica waiting out
   a long Slack outage keeps them; entries idle longer than ``claim_idle``
   belonged to a dead replica and are taken over by another.
+* With ``NOTIFIER_REDIS_MIN_REPLICAS=N``, a read is followed on its connection by a
+  ``WAIT`` (``Store.call_replicated``): entries are handed out only once N
+  replicas hold them, so nothing is posted that a failover could lose and a
+  client's retry of its ``503 not replicated`` admit again.
 """
 
 from __future__ import annotations
@@ -49,24 +53,51 @@ class ConsumerGroup:
         self.consumer = consumer
         self._block_ms = block_ms  # None: the embedded store cannot block on reads
 
-    async def read(self, start: str) -> list[tuple[str, dict[Any, Any] | None]]:
-        """Entries from ``start`` ("0" = our own pending ones, ">" = new ones); raw stream replies."""
+    async def read(self, start: str) -> list[tuple[str, dict[Any, Any] | None]] | None:
+        """Entries from ``start`` ("0" = our own pending ones, ">" = new ones); raw stream replies.
+
+        None when entries were read but fewer than ``NOTIFIER_REDIS_MIN_REPLICAS``
+        replicas hold them yet: they stay pending under this replica's name.
+        """
         block = self._block_ms if start == ">" else None
         try:
-            reply = await self._store.call(
-                self._store.redis.xreadgroup,
-                GROUP,
-                self.consumer,
-                {self._keys.outbox: start},
-                count=READ_COUNT,
-                block=block,
-            )
+            if self._store.min_replicas:
+                written = await self._store.call_replicated(
+                    [self._read_command(start, block)], self._keys.replicated, self._store.timeout
+                )
+                reply = written.replies[0]
+                if reply and written.replicas < self._store.min_replicas:
+                    return None
+            else:
+                reply = await self._store.call(
+                    self._store.redis.xreadgroup,
+                    GROUP,
+                    self.consumer,
+                    {self._keys.outbox: start},
+                    count=READ_COUNT,
+                    block=block,
+                )
         except StoreUnavailable as exc:
             if not isinstance(exc.__cause__, ResponseError) or not any(m in str(exc) for m in NO_GROUP):
                 raise
             await self._ensure()  # first start, or Redis came back empty
             return []
         return [(as_text(stream_id), fields) for stream_id, fields in (reply[0][1] if reply else [])]
+
+    def _read_command(self, start: str, block: int | None) -> tuple[Any, ...]:
+        blocking = ("BLOCK", block) if block is not None else ()
+        return (
+            "XREADGROUP",
+            "GROUP",
+            GROUP,
+            self.consumer,
+            "COUNT",
+            READ_COUNT,
+            *blocking,
+            "STREAMS",
+            self._keys.outbox,
+            start,
+        )
 
     async def _ensure(self) -> None:
         try:
@@ -94,6 +125,13 @@ class ConsumerGroup:
         for stream_id in reply[2] if len(reply) > 2 else []:  # deleted meanwhile
             await self.ack_gone(as_text(stream_id))
         return as_text(reply[0]), [(as_text(i), f) for i, f in reply[1]]
+
+    async def replicated(self) -> bool:
+        """True once ``NOTIFIER_REDIS_MIN_REPLICAS`` replicas hold all the primary has now (marker, WAIT)."""
+        if not self._store.min_replicas:
+            return True
+        written = await self._store.call_replicated([], self._keys.replicated, self._store.timeout)
+        return written.replicas >= self._store.min_replicas
 
     async def settle(
         self,

@@ -10,6 +10,10 @@
 * An alert's post shows its latest state and records where Slack put it, so
   any replica can edit it (``edits``) or reply in its thread; the reply of a
   resolution waits while the alert's post is still in the outbox.
+* A replica never posts an entry it knows it posted (``Sent``): a settle whose
+  answer was lost, or a read of its own pending entries whose reply was
+  overtaken by a settle, brings such an entry back; it is settled again (or,
+  if the read was sent before the settle was answered, left alone), not posted.
 * 429s are retried after the cooldown and do not count as attempts; 5xx,
   timeouts and broken connections are retried with backoff; after
   ``delivery_max_attempts`` failed sends, or at once on a permanent Slack
@@ -22,7 +26,8 @@ import asyncio
 import logging
 import random
 import time
-from typing import Any
+from collections import OrderedDict
+from typing import Any, NamedTuple
 
 from ..errors import Permanent, RateLimited, StoreUnavailable, Transient
 from ..metrics import Metrics
@@ -52,6 +57,16 @@ log = logging.getLogger(__name__)
 
 MAX_HELD = 512  # entries one replica holds at once; the rest wait in the stream for others
 REPLY_POLL = 0.5  # seconds between two looks at an alert whose post a resolution waits for
+MAX_SENT = 4096  # stream ids remembered as sent: more than any read can bring back at once
+
+
+class Sent(NamedTuple):
+    """What this replica did with an entry it sent (or dead-lettered), to settle it, not send it, again."""
+
+    settled_at: float | None  # time.monotonic() when its settle was answered; None: not yet
+    dead_reason: str | None
+    posted: Posted | None
+    shown: int
 
 
 def backoff(attempt: int, base: float = 0.5, cap: float = 30.0) -> float:
@@ -79,6 +94,7 @@ class Delivery:
         self._timers = Timers(store, scripts, keys, settings.escalation)
         self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
         self._held: dict[str, Taken] = {}
+        self._sent: OrderedDict[str, Sent] = OrderedDict()  # stream id -> what was done, oldest first
         self._sending: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._senders: list[asyncio.Task[None]] = []
@@ -122,9 +138,16 @@ class Delivery:
                 await asyncio.sleep(0.05)
                 continue
             try:
-                entries = await self._group.read(resume_from or ">")
+                read_at = time.monotonic()
+                read = await self._group.read(resume_from or ">")
+                if read is None:  # not yet held by NOTIFIER_REDIS_MIN_REPLICAS replicas: read them again
+                    log.info("outbox entries not yet held by enough replicas: not sending them yet")
+                    resume_from = "0"
+                    await asyncio.sleep(random.uniform(0.05, 0.1))
+                    continue
+                entries = read
                 for stream_id, fields in entries:
-                    await self._take(stream_id, fields)
+                    await self._take(stream_id, fields, read_at)
             except StoreUnavailable as exc:
                 log.warning("store unavailable while reading the outbox: %s", exc)
                 await asyncio.sleep(0.5 + random.uniform(0, 0.5))
@@ -137,13 +160,18 @@ class Delivery:
             if not entries and self._store.embedded:
                 await asyncio.sleep(0.05)  # the embedded store cannot block on reads
 
-    async def _take(self, stream_id: str, fields: dict[Any, Any] | None) -> None:
+    async def _take(self, stream_id: str, fields: dict[Any, Any] | None, read_at: float) -> None:
+        """Hold an entry read at ``read_at`` (``time.monotonic()`` when the read was sent) for sending."""
         if stream_id in self._held:
             return
         if not fields:  # deleted after another replica delivered it
             await self._group.ack_gone(stream_id)
             return
         taken = take(stream_id, fields)
+        sent = self._sent.get(stream_id)
+        if sent is not None and not isinstance(taken, str):
+            await self._settle_again(taken, sent, read_at)
+            return
         if isinstance(taken, str):
             await self._group.settle(stream_id, stream_id, taken, fields)
             return
@@ -158,11 +186,14 @@ class Delivery:
     async def _reclaim(self) -> None:
         cursor = "0-0"
         while len(self._held) < MAX_HELD:
+            read_at = time.monotonic()
             cursor, entries = await self._group.reclaim(self._settings.claim_idle, cursor)
+            if entries and not await self._group.replicated():
+                return  # claimed, not yet held by enough replicas: taken over again after claim_idle
             for stream_id, fields in entries:
                 log.info("reclaimed %s from a replica that stopped answering", stream_id)
                 self._metrics.deliveries.labels("reclaimed").inc()
-                await self._take(stream_id, fields)
+                await self._take(stream_id, fields, read_at)
             if cursor == "0-0":
                 return
 
@@ -274,12 +305,42 @@ class Delivery:
             return None
         return Escalate(steps[0].after_ms * 1000, "reopen" if entry.reopened else "post")
 
+    async def _settle_again(self, taken: Taken, sent: Sent, read_at: float) -> None:
+        """An entry this replica sent came back from a read: settle it, never send it twice.
+
+        A read sent before the settle was answered may list the entry although the
+        settle has removed it since: nothing to do. Otherwise the store lost the settle
+        (or never got it): settle it now, as it was settled the first time.
+        """
+        self._metrics.deliveries.labels("not_sent_again").inc()
+        if sent.settled_at is not None and sent.settled_at > read_at:
+            log.info("%s was listed by a read older than its settle: not sent again", taken.stream_id)
+            return
+        log.warning("%s came back after it was sent: settling it again, not sending it", taken.stream_id)
+        await self._record(taken, sent.dead_reason, sent.posted, sent.shown)
+
+    def _remember(self, stream_id: str, sent: Sent) -> None:
+        self._sent[stream_id] = sent
+        self._sent.move_to_end(stream_id)
+        while len(self._sent) > MAX_SENT:
+            self._sent.popitem(last=False)
+
     async def _settle(
         self, taken: Taken, dead_reason: str | None = None, posted: Posted | None = None, shown: int = 0
     ) -> None:
-        fields = taken.fields if dead_reason else None
         if dead_reason:
             log.error("dead-lettered %s: %s", taken.entry.id, dead_reason)
+        acked = await self._record(taken, dead_reason, posted, shown)
+        if dead_reason and not acked:
+            return  # another replica settled it meanwhile: nothing was dead-lettered
+        outcome = "dead_lettered" if dead_reason else ("delivered" if acked else "duplicate")
+        self._metrics.deliveries.labels(outcome).inc()
+        if not dead_reason and isinstance(taken.entry, (EventEntry, EscalationEntry)):
+            self._metrics.delivery_seconds.observe(max(0.0, time.time() - taken.entry.received_at))
+
+    async def _record(self, taken: Taken, dead_reason: str | None, posted: Posted | None, shown: int) -> bool:
+        """Settle an entry in the store, remembered as sent before and after; True if this call settled it."""
+        self._remember(taken.stream_id, Sent(None, dead_reason, posted, shown))
         entry = taken.entry
         escalate = self._escalate(entry) if isinstance(entry, EventEntry) and not dead_reason else None
         record = entry.record if isinstance(entry, EventEntry) and (shown or escalate) else ""
@@ -289,19 +350,15 @@ class Delivery:
             taken.stream_id,
             taken.entry.id,
             dead_reason,
-            fields,
+            taken.fields if dead_reason else None,
             posted,
             shown,
             record,
             self._sink.edits,
             escalate,
         )
-        if dead_reason and not acked:
-            return  # another replica settled it meanwhile: nothing was dead-lettered
-        outcome = "dead_lettered" if dead_reason else ("delivered" if acked else "duplicate")
-        self._metrics.deliveries.labels(outcome).inc()
-        if not dead_reason and isinstance(taken.entry, (EventEntry, EscalationEntry)):
-            self._metrics.delivery_seconds.observe(max(0.0, time.time() - taken.entry.received_at))
+        self._remember(taken.stream_id, Sent(time.monotonic(), dead_reason, posted, shown))
+        return acked
 
     # -- gauges and digests ------------------------------------------------------
 

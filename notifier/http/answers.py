@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from ..errors import StoreUnavailable
+from ..errors import NotReplicated, StoreUnavailable
 from .state import METRICS
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,8 @@ def answers_errors(handler: Handler) -> Handler:
             return await handler(request)
         except ApiError as exc:
             return _refused(request, exc.status, {"error": exc.error, "details": exc.details}, exc.headers)
+        except NotReplicated as exc:
+            return _not_replicated(request, exc)
         except StoreUnavailable as exc:
             _log_unavailable(exc)
             return _refused(
@@ -96,10 +98,20 @@ async def no_route(request: web.Request) -> web.StreamResponse:
     raise web.HTTPNotFound()
 
 
+def _not_replicated(request: web.Request, exc: NotReplicated) -> web.Response:
+    """The one 503 that may have changed something: it names the event, so a retry is deduplicated."""
+    _log_unavailable(exc)
+    metrics = request.app.get(METRICS)
+    if metrics is not None:
+        metrics.not_replicated.inc()
+    body = {"error": "not replicated", "id": exc.id}
+    return _refused(request, 503, body, retry_after_header(STORE_RETRY_AFTER))
+
+
 _unavailable = {"next": 0.0, "quiet": 0}
 
 
-def _log_unavailable(exc: StoreUnavailable) -> None:
+def _log_unavailable(exc: StoreUnavailable | NotReplicated) -> None:
     """One line per ``LOG_EVERY`` seconds, with how many 503s it stands for."""
     now = time.monotonic()
     if now < _unavailable["next"]:

@@ -40,7 +40,14 @@ GAUGES_EVERY = 5.0  # seconds between two reads of the global level's use for th
 async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
     """Open the store, Slack session and delivery worker; close them on shutdown."""
     settings, metrics = app[SETTINGS], app[METRICS]
-    store = connect(settings.redis_url, settings.redis_cluster, settings.redis_timeout / 1000)
+    store = connect(
+        settings.redis_url,
+        settings.redis_cluster,
+        settings.redis_timeout / 1000,
+        settings.redis_min_replicas,
+        settings.redis_sentinels or (),
+        settings.redis_sentinel_master,
+    )
     keys, scripts = Keys(settings.key_prefix), Scripts(store.redis)
     metrics.watch_store(store)
     async with aiohttp.ClientSession() as session:

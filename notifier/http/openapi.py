@@ -232,7 +232,14 @@ RETRY_AFTER = {
         "schema": {"type": "string", "pattern": "^[0-9]+$"},
     }
 }
-UNAVAILABLE = {"503": _json("store unreachable; nothing was counted", Problem, headers=RETRY_AFTER)}
+UNAVAILABLE = {
+    "503": _json(
+        "store unreachable; nothing was counted. Except {error: 'not replicated', id}: fewer than "
+        "NOTIFIER_REDIS_MIN_REPLICAS replicas acknowledged in time; the event may still be delivered",
+        Problem,
+        headers=RETRY_AFTER,
+    )
+}
 REFUSED = {
     "400": _json("not JSON (or not UTF-8, NaN, nested too deeply)", Problem),
     "401": _json("missing or wrong bearer token", Problem),

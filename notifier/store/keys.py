@@ -43,6 +43,7 @@ class Keys:
         self.alerts_index = base + "alerts:index"
         self.alert_keys = [self.alerts_open, self.alerts_ends, self.alerts_index]
         self.timers = base + "timers"  # escalations due: record key -> due time (us)
+        self.replicated = base + "replicated"  # written before each WAIT (store/replication.py)
 
     def category_log(self, category: str) -> str:
         return f"{self.base}log:cat:{category}"

@@ -74,10 +74,11 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05, what: str
 class RedisServer:
     """A throw-away redis-server on a free port, no persistence."""
 
-    def __init__(self, port: int | None = None, extra: list[str] | None = None) -> None:
+    def __init__(self, port: int | None = None, extra: list[str] | None = None, config: str | None = None) -> None:
         self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="notifier-redis-")
         self.extra = extra or []
+        self.config = config  # a configuration file read first; the arguments here override it
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -89,6 +90,7 @@ class RedisServer:
         self.proc = subprocess.Popen(
             [
                 binary,
+                *([self.config] if self.config else []),
                 "--port",
                 str(self.port),
                 "--bind",

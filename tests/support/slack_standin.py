@@ -389,9 +389,13 @@ class SlackStandin:
     """``chat.postMessage``/``chat.update`` under ``api_url`` and an incoming webhook at ``webhook_url``."""
 
     def __init__(
-        self, post_rate: tuple[int, float] | None = None, update_rate: tuple[int, float] | None = (50, 60)
+        self,
+        post_rate: tuple[int, float] | None = None,
+        update_rate: tuple[int, float] | None = (50, 60),
+        post_latency: float = 0.0,
     ) -> None:
         self.post_rate, self.update_rate = post_rate, update_rate
+        self.post_latency = post_latency  # seconds each postMessage takes before it is answered (and stored)
         self.messages: list[Received] = []
         self.calls: list[tuple[float, int]] = []  # (time, status) of postMessage and webhook calls, refused too
         self.update_calls: list[tuple[float, int]] = []  # (time, status) of chat.update calls
@@ -546,6 +550,8 @@ class SlackStandin:
     # -- HTTP handlers
 
     async def _post_message(self, request: web.Request) -> web.Response:
+        if self.post_latency:
+            await asyncio.sleep(self.post_latency)
         return await self._api_call(request, "chat.postMessage", self._script, self.calls, self._accept_post)
 
     async def _update(self, request: web.Request) -> web.Response:

@@ -106,6 +106,9 @@ def test_example_file_lists_every_setting_and_loads():
         ("NOTIFIER_MUTE_CHOICES", "0s"),
         ("NOTIFIER_MUTE_CHOICES", "1h,60m"),
         ("NOTIFIER_MUTE_CHOICES", "1" * 21),
+        ("NOTIFIER_REDIS_MIN_REPLICAS", "-1"),
+        ("NOTIFIER_REDIS_SENTINELS", "10.0.0.1:26379,nowhere"),
+        ("NOTIFIER_REDIS_SENTINELS", "10.0.0.1:99999"),
     ],
 )
 def test_bad_value_names_the_variable(monkeypatch, name, value):
@@ -151,6 +154,12 @@ def serve(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
             {"NOTIFIER_CATEGORY_RESERVES": '{"a": "70%"}', "NOTIFIER_CRITICAL_RESERVE": "31%"},
             (),
             "NOTIFIER_CATEGORY_RESERVES",
+        ),
+        ({"NOTIFIER_REDIS_MIN_REPLICAS": "1"}, (), "NOTIFIER_REDIS_MIN_REPLICAS"),
+        (
+            {"NOTIFIER_REDIS_SENTINELS": "127.0.0.1:26379", "NOTIFIER_REDIS_CLUSTER": "true"},
+            (),
+            "NOTIFIER_REDIS_SENTINELS",
         ),
         ({}, ("--env-file", "/nonexistent.env"), "/nonexistent.env"),
         ({"NOTIFIER_HOST": "nonexistent.invalid"}, (), "nonexistent.invalid:8080"),
