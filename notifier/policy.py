@@ -132,6 +132,22 @@ class Policy:
         current = [(name, span) for name, span in spans if span.end_us > now_us]
         return min(current, key=lambda item: item[1].start_us) if current else None
 
+    def window_end(self, channel: str, name: str, start_us: int, now_us: int) -> int:
+        """The end (us) of the window ``name`` of ``channel`` that started at ``start_us``, as this
+        snapshot knows it; 0 when that stretch is no longer known (ended, removed, reconfigured)."""
+        window = self.maintenance.get(name)
+        if window is not None and window.start_us == start_us:
+            return window.end_us
+        quiet = self._quiet_span(channel, now_us)
+        if quiet is not None and quiet[0] == name and quiet[1].start_us == start_us:
+            return quiet[1].end_us
+        return 0
+
+    def window_channels(self, window: MaintenanceWindow) -> list[str]:
+        """The channels a maintenance window holds: its own, then those of its categories."""
+        channels = dict.fromkeys([*window.channels, *(self.channel_for(c) for c in window.categories)])
+        return list(channels)
+
     def _quiet_span(self, channel: str, now_us: int) -> tuple[str, Span] | None:
         """The channel's quiet hours in force or next; kept until they end (one zone computation per stretch)."""
         valid_until, found = self._quiet_spans.get(channel, (0, None))

@@ -230,7 +230,7 @@ class Limiter:
         deadline = min((item.deadline for item in batch), default=sent + self._budget)
         if not self._store.clock_known:
             await self._store.sync_clock(self._keys.outbox)
-        keys, args = protocol.call(batch, refused, self._store.store_time_us(deadline))
+        keys, args = protocol.call(batch, refused, self._store.store_time_us(deadline), self._store.store_time_us(sent))
         timeout = deadline + REPLY_MARGIN - time.monotonic()
         return read_reply(await self._store.run(self._scripts.admit, keys, args, timeout))
 

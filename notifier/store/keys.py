@@ -43,6 +43,14 @@ class Keys:
         self.alerts_index = base + "alerts:index"
         self.alert_keys = [self.alerts_open, self.alerts_ends, self.alerts_index]
         self.timers = base + "timers"  # escalations due: record key -> due time (us)
+        self.held_pairs = base + "held"  # (channel, window) pairs holding anything, by pair id
+
+    def held(self, pair: str) -> list[str]:
+        """The held store of one (channel, window) pair: summary, counts per category, latest, alerts.
+
+        ``admit.lua`` names them the same way (``held_in``).
+        """
+        return [f"{self.held_pairs}:{pair}:{part}" for part in ("sum", "cats", "latest", "alerts")]
 
     def category_log(self, category: str) -> str:
         return f"{self.base}log:cat:{category}"
