@@ -22,14 +22,8 @@ CHANNELS = {"db": "#db", "web": "#web", "batch": "#db"}
 
 
 def env_for(redis_url: str, slack, **extra: str) -> dict[str, str]:
-    return slack_env(
-        redis_url,
-        slack,
-        NOTIFIER_API_TOKENS=TOKEN,
-        NOTIFIER_CATEGORY_CHANNELS=json.dumps(CHANNELS),
-        NOTIFIER_CHANNEL_RATE="50/1s",
-        **extra,
-    )
+    mine = {"NOTIFIER_API_TOKENS": TOKEN, "NOTIFIER_CATEGORY_CHANNELS": json.dumps(CHANNELS)}
+    return slack_env(redis_url, slack, **{**mine, "NOTIFIER_CHANNEL_RATE": "50/1s", **extra})
 
 
 def start_fleet(env: dict[str, str], log_dir: str, n: int = 2) -> list[Gateway]:
@@ -69,6 +63,7 @@ def event(gateway: Gateway, category: str, text: str, **more) -> dict:
 
 
 def open_window(gateway: Gateway, name: str, **body) -> dict:
+    body = body if "end" in body or "for" in body else {**body, "for": "1h"}
     status, window, _ = http("PUT", f"{gateway.url}/v1/windows/{name}", body, AUTH)
     assert status == 200, window
     return window
@@ -128,3 +123,112 @@ def test_a_maintenance_window_holds_and_hands_over_once(fleet, slack):
     wait_for(lambda: in_channel(slack, "#db", "after the window"), 5, what="an event after the window")
     print(slack.life(posted[0].ts))
     print(summary.text)
+
+
+def wait_posted(gateway: Gateway, body: dict, timeout: float = 10.0) -> dict:
+    """Post until the gateway decides (a 503 while the store is away or its clock was just set changes nothing)."""
+
+    def attempt():
+        status, answer, _ = gateway.post(body, headers=AUTH)
+        return answer if status in (200, 202) else None
+
+    return wait_for(attempt, timeout, interval=0.2, what=f"an answer to {body}")
+
+
+def test_a_replica_killed_during_the_hand_over_loses_and_duplicates_nothing(redis_url, slack, tmp_path):
+    env = env_for(redis_url, slack, NOTIFIER_CLAIM_IDLE="2s", NOTIFIER_CHANNEL_RATE="2/1s")
+    first, second = start_fleet(env, str(tmp_path))
+    try:
+        open_window(first, "failover", channels=["#db"])
+        time.sleep(1.1)
+        for i in range(8):
+            event((first, second)[i % 2], "db", f"still wrong {i}", dedup_key=f"k{i}")
+        event(first, "db", "gone again", dedup_key="gone")
+        event(second, "db", "gone again", dedup_key="gone", status="resolved")
+        end_window(second, "failover")
+        wait_for(lambda: held(slack, "#db"), HANDOVER, what="the hand-over's summary")
+        first.stop(kill=True)  # in the middle: the held alerts wait for their pace slots
+        assert len([m for m in slack.received() if "still wrong" in m.text]) < 8, "killed too late to tell"
+        wait_for(
+            lambda: len({m.text for m in slack.received() if "still wrong" in m.text}) == 8,
+            HANDOVER + 2 + 8,
+            what="every still-firing alert posted",
+        )
+        time.sleep(2.5)  # a claim of the dead replica taken over twice would show by now
+        texts = [m.text.split("\n")[0] for m in slack.received() if "still wrong" in m.text]
+        assert sorted(texts) == sorted(set(texts)), texts
+        assert held(slack, "#db") == [("failover", 9, {"db": 9}, 0)]
+        assert not in_channel(slack, "#db", "gone again")
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_a_window_over_a_muted_category_counts_its_drops_in_the_hand_over(redis_url, slack, tmp_path):
+    env = env_for(redis_url, slack, NOTIFIER_DIGEST_INTERVAL="1s")
+    first, second = start_fleet(env, str(tmp_path))
+    try:
+        status, body, _ = http("PUT", f"{first.url}/v1/limits/db", {"rules": "0/1h"}, AUTH)
+        assert status == 200, body
+        open_window(second, "quiet-db", channels=["#db"])
+        time.sleep(1.1)
+        statuses = [g.post({"category": "db", "text": "muted"}, headers=AUTH)[0] for g in (first, second) * 3]
+        assert statuses == [429] * 6
+        event(first, "batch", "batch ran")  # same channel, not muted: held
+        event(second, "batch", "batch ran again")
+        time.sleep(2.5)  # a digest would be due by now
+        assert not in_channel(slack, "#db", "Suppressed"), "the channel's digest is folded into the hand-over"
+        end_window(first, "quiet-db")
+        wait_for(lambda: held(slack, "#db"), HANDOVER, what="the hand-over")
+        time.sleep(2.5)
+        assert held(slack, "#db") == [("quiet-db", 2, {"batch": 2}, 6)]
+        assert not in_channel(slack, "#db", "Suppressed")
+        assert not in_channel(slack, "#db", "muted")
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_an_alert_posted_before_the_window_and_resolved_during_it_gets_its_reply(fleet, slack):
+    first, second = fleet
+    event(first, "db", "cpu hot", dedup_key="cpu")
+    root = wait_for(lambda: in_channel(slack, "#db", "cpu hot"), 5, what="the alert's post")[0]
+    open_window(second, "later-db", categories=["db"])
+    time.sleep(1.1)
+    assert event(second, "db", "cpu hot", dedup_key="cpu", status="resolved")["status"] == "resolved"
+    wait_for(lambda: slack.replies(root.ts), 5, what="the resolution in the alert's thread")
+    event(first, "db", "held meanwhile")
+    end_window(first, "later-db")
+    wait_for(lambda: held(slack, "#db"), HANDOVER, what="the hand-over")
+    assert held(slack, "#db") == [("later-db", 1, {"db": 1}, 0)]
+    assert len([m for m in slack.received() if "cpu hot" in m.text]) == 2  # the post and its reply, nothing more
+
+
+def test_a_window_that_ends_while_the_store_is_down_hands_over_once_it_is_back(slack, tmp_path):
+    from helpers import RedisServer
+
+    store = RedisServer(extra=["--appendonly", "yes", "--appendfsync", "always"]).start()
+    first = second = None
+    try:
+        first, second = start_fleet(env_for(store.url, slack, NOTIFIER_CLAIM_IDLE="2s"), str(tmp_path))
+        end = time.time() + 4
+        open_window(first, "short", channels=["#db"], end=end)
+        time.sleep(1.1)
+        event(first, "db", "held 1")
+        event(second, "db", "flapping", dedup_key="flap")
+        store.stop()
+        time.sleep(max(0.0, end - time.time()) + 3)
+        assert not held(slack, "#db")
+        store.start()
+        back = time.time()
+        wait_for(lambda: held(slack, "#db"), HANDOVER + 2, what="the hand-over once the store is back")
+        wait_for(lambda: in_channel(slack, "#db", "flapping"), 5, what="the held alert")
+        print(f"\nhanded over {time.time() - back:.2f} s after the store came back")
+        time.sleep(1.5)
+        assert held(slack, "#db") == [("short", 2, {"db": 2}, 0)]
+        assert len(in_channel(slack, "#db", "flapping")) == 1
+    finally:
+        for gateway in (first, second):
+            if gateway:
+                gateway.stop()
+        store.stop()
