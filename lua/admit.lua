@@ -59,11 +59,12 @@
 --   the lapse of the global override (us, 0 = none); then K, and per class G
 --   reserved slot counts (one per global rule)
 -- then R, the number of groups of refusals a replica decided itself (the level was
---   known full), and per group: category, channel, level, count, hold (3 values, below).
+--   known full), and per group: category, channel, level, count, hold (4 values, below).
 --   Only counted (in the held summary when the window holds, else in the digest).
 -- then per event: id, category, channel, class (0 = none, else 1..K), mode (0 = no
 --   dedup_key, 1 = firing, 2 = resolved), hold: the window of its channel in force or
---   next (name, '' = none; start us; end us), held when start <= now < end by this
+--   next (name, '' = none; start us; end us; the pair id of (channel, window, start),
+--   Keys.held_pair), held when start <= now < end by this
 --   clock (an admitted event then goes to the held store, not the outbox), outbox entry (notifier/outbox.py JSON),
 --   for mode 2 its entry as a reply, the lapse of the category override (us, 0 =
 --   none), C (number of category rules), then C pairs: limit, window in us
@@ -272,9 +273,8 @@ local HELD, LATEST = KEYS[12 + K], 5  -- LATEST: the plain events a hand-over qu
 
 -- The held store of (channel, window) when the window holds now, else nil. Nothing is
 -- written until something is held there (see opened_store).
-local function held_in(channel, name, start_us, end_us)
+local function held_in(channel, name, start_us, end_us, pid)
   if name == '' or now < start_us or now >= end_us then return nil end
-  local pid = redis.sha1hex(channel .. '\n' .. name .. '\n' .. int(start_us))
   local base = HELD .. ':' .. pid
   return {pid = pid, sum = base .. ':sum', cats = base .. ':cats', latest = base .. ':latest',
           alerts = base .. ':alerts', channel = channel, name = name, start = start_us, finish = end_us}
@@ -463,18 +463,18 @@ end
 
 local k = 13 + K
 for _ = 1, groups do
-  local held = held_in(ARGV[at + 1], ARGV[at + 4], tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6]))
+  local held = held_in(ARGV[at + 1], ARGV[at + 4], tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6]), ARGV[at + 7])
   count_drop(ARGV[at], ARGV[at + 2], KEYS[k], ARGV[at + 1], tonumber(ARGV[at + 3]), held)
-  at, k = at + 7, k + 1
+  at, k = at + 8, k + 1
 end
 
 local results = {}
 while at <= #ARGV do
   local e = {id = ARGV[at], category = ARGV[at + 1], channel = ARGV[at + 2], class = tonumber(ARGV[at + 3]),
-             mode = tonumber(ARGV[at + 4]), entry = ARGV[at + 8],
+             mode = tonumber(ARGV[at + 4]), entry = ARGV[at + 9],
              cat_key = KEYS[k], rec = KEYS[k + 1], sup_key = KEYS[k + 2]}
-  e.held = held_in(e.channel, ARGV[at + 5], tonumber(ARGV[at + 6]), tonumber(ARGV[at + 7]))
-  at = at + 9
+  e.held = held_in(e.channel, ARGV[at + 5], tonumber(ARGV[at + 6]), tonumber(ARGV[at + 7]), ARGV[at + 8])
+  at = at + 10
   if e.mode == 2 then e.reply, at = ARGV[at], at + 1 end
   e.cat_until, e.rules_at = tonumber(ARGV[at]), at + 1
   results[#results + 1], at = decide(e)

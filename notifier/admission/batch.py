@@ -20,7 +20,7 @@ from ..store.client import as_text
 from ..store.keys import Keys
 
 MAX_REMEMBERED = 10_000  # categories held in per-category caches: names come from clients
-NO_HOLD: list[Any] = ["", 0, 0]  # the hold arguments of an event no window holds
+NO_HOLD: list[Any] = ["", 0, 0, ""]  # the hold arguments of an event no window holds
 MODES = {"firing": 1, "resolved": 2}  # the dedup mode of an event with a dedup_key, by its status (0: none)
 
 
@@ -145,7 +145,10 @@ class Protocol:
         """The hold arguments of an event: the window of its channel in force or next, or none."""
         policy = self.policy
         held = None if severity in policy.hold_bypass else policy.hold(channel, category, now_us)
-        return NO_HOLD if held is None else [held[0], held[1].start_us, held[1].end_us]
+        if held is None:
+            return NO_HOLD
+        name, span = held
+        return [name, span.start_us, span.end_us, Keys.held_pair(channel, name, span.start_us)]
 
     def _event_args(self, item: Pending, received: float, now_us: int, keys: list[str], args: list[Any]) -> None:
         event, known = item.event, self.category(item.event.category)

@@ -11,8 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-import redis
-from helpers import Gateway, http, slack_env, wait_for
+from helpers import Gateway, RedisServer, http, slack_env, wait_for
 
 TOKEN = "holding-token-7c2d"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -48,7 +47,8 @@ def held(slack, channel: str) -> list[tuple[str, int, dict[str, int], int]]:
         match = HELD.match(message.text)
         if message.channel == channel and match:
             per = dict(p.rsplit(" ", 1) for p in match.group(3).split(", ")) if match.group(3) else {}
-            found.append((match.group(1), int(match.group(2)), {c: int(n) for c, n in per.items()}, int(match.group(4))))
+            counts = {c: int(n) for c, n in per.items()}
+            found.append((match.group(1), int(match.group(2)), counts, int(match.group(4))))
     return found
 
 
@@ -205,8 +205,6 @@ def test_an_alert_posted_before_the_window_and_resolved_during_it_gets_its_reply
 
 
 def test_a_window_that_ends_while_the_store_is_down_hands_over_once_it_is_back(slack, tmp_path):
-    from helpers import RedisServer
-
     store = RedisServer(extra=["--appendonly", "yes", "--appendfsync", "always"]).start()
     first = second = None
     try:
