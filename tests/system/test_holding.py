@@ -84,6 +84,7 @@ def test_a_maintenance_window_holds_and_hands_over_once(fleet, slack):
     first, second = fleet
     open_window(first, "db-upgrade", **{"for": "1h", "categories": ["db"], "note": "pg 17"})
     wait_for(lambda: in_channel(slack, "#db", "db-upgrade started"), HANDOVER, what="the start announcement")
+    open_window(second, "db-upgrade", **{"for": "2h", "categories": ["db"], "note": "pg 17"})  # changed, not again
     time.sleep(1.1)  # in force on every replica (the contract: within 1 s)
 
     for i in range(3):
