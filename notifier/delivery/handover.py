@@ -28,7 +28,6 @@ from ..windows import MaintenanceWindow
 log = logging.getLogger(__name__)
 
 NAMED = 100  # categories a hand-over entry names; the message names as many as fit, sums the rest
-STILL_IN_FORCE, HANDED_OVER = -2, -1  # handover.lua's answers when it did nothing
 
 
 class Handover:
@@ -45,29 +44,28 @@ class Handover:
 
     async def hand_over(self, now_us: int) -> int:
         """Hand over every pair whose window is no longer in force; how many this replica handed over."""
-        redis, keys = self._store.redis, self._keys
+        pairs = await self._store.call(self._store.redis.smembers, self._keys.held_pairs)
         done = 0
-        for pair in map(as_text, await self._store.call(redis.smembers, keys.held_pairs)):
-            summary = keys.held(pair)
-            window, channel, start = await self._store.call(redis.hmget, summary[0], ["window", "channel", "start"])
-            end_us = self._policy().window_end(as_text(channel or ""), as_text(window or ""), int(start or 0), now_us)
-            if end_us > now_us:
-                continue
-            args = [pair, end_us, "held-" + uuid.uuid4().hex, NAMED]
-            posted = int(
-                await self._store.run(
-                    self._scripts.handover, [keys.held_pairs, keys.outbox, keys.alerts_ends, *summary], args
-                )
-            )
-            if posted >= 0:
-                done += 1
-                log.info(
-                    "handed over what %s held in %s (%d alert(s) still firing)",
-                    as_text(window or "?"),
-                    as_text(channel or "?"),
-                    posted,
-                )
+        for pair in map(as_text, pairs):
+            done += await self._hand_over_pair(pair, now_us)
         return done
+
+    async def _hand_over_pair(self, pair: str, now_us: int) -> int:
+        """1 when this call handed ``pair`` over, 0 when its window is in force or another replica did."""
+        summary = self._keys.held(pair)
+        raw = await self._store.call(self._store.redis.hmget, summary[0], ["window", "channel", "start"])
+        window, channel, start = (as_text(value or "") for value in raw)
+        end_us = self._policy().window_end(channel, window, int(start or 0), now_us)
+        if end_us > now_us:
+            return 0
+        keys = [self._keys.held_pairs, self._keys.outbox, self._keys.alerts_ends, *summary]
+        posted = int(
+            await self._store.run(self._scripts.handover, keys, [pair, end_us, f"held-{uuid.uuid4().hex}", NAMED])
+        )
+        if posted < 0:  # -1: handed over already, -2: still in force by the store's clock
+            return 0
+        log.info("handed over what %s held in %s (%d alert(s) still firing)", window, channel, posted)
+        return 1
 
     async def announce(self, now_us: int) -> int:
         """Announce every maintenance window's start and end that is due and not yet announced."""
