@@ -235,16 +235,25 @@ class Limiter:
         return read_reply(await self._store.run(self._scripts.admit, keys, args, timeout))
 
     async def _not_decided(self, batch: list[Pending], refused: dict[tuple[str, str], int], why: Refused) -> None:
-        """The script did nothing: past the deadline (503), or under an old policy (read it, try again)."""
-        if why.reason == "stale" and self.reload is not None:
+        """The script did nothing: past the deadline (503), or under an old policy (read it, try again).
+
+        A deadline that passed by the store's clock but not here means that clock was set (a quiet
+        hours test moves it): sample it again and try again, as for an old policy.
+        """
+        clock_set = why.reason == "expired" and bool(batch) and time.monotonic() < min(i.deadline for i in batch)
+        again = self.reload if why.reason == "stale" else self._resync if clock_set else None
+        if again is not None:
             with contextlib.suppress(StoreUnavailable):
-                await self.reload()
+                await again()
             retry = [item for item in batch if self._stale_again(item)]
             self._queue[:0] = retry
             batch = [item for item in batch if item not in retry]
             self._give_back(refused)
             refused = {}
         self._fail(batch, refused, StoreUnavailable(f"the store did not decide in time ({why.reason})"))
+
+    async def _resync(self) -> None:
+        await self._store.sync_clock(self._keys.outbox)
 
     def _stale_again(self, item: Pending) -> bool:
         count = self._stale[item.id] = self._stale.get(item.id, 0) + 1
