@@ -399,12 +399,13 @@ local function reopen(e, c, state, longest)
   local reply, swapped = string.gsub(e.entry, '^{"k":"event"', '{"k":"reopen"', 1)
   if swapped ~= 1 then error('admit.lua: the entry of ' .. e.id .. ' is not an event entry') end
   -- A held alert was never posted: its hand-over shows it as it is then.
-  if not redis.call('HGET', e.rec, 'held') then redis.call('XADD', KEYS[2], '*', 'e', reply) end
+  local held = redis.call('HGET', e.rec, 'held')
+  if not held then redis.call('XADD', KEYS[2], '*', 'e', reply) end
   redis.call('HSET', e.rec, 'resolved', '0', 'last', int(now), 'eb', int(now), 'esc', 0, 'escn', 0)
   redis.call('HDEL', e.rec, 'ack_by', 'ack_src', 'ack_at', 'lack', 'rat')
   redis.call('HINCRBY', e.rec, 'reopened', 1)
   touch(e.rec)
-  redis.call('PEXPIRE', e.rec, math.ceil(longest / 1000))
+  if held then redis.call('PERSIST', e.rec) else redis.call('PEXPIRE', e.rec, math.ceil(longest / 1000)) end
   opened(e.rec, redis.call('HGET', e.rec, 'first') or int(now), longest)
   redis.call('HINCRBY', KEYS[3], 'reopened', 1)
 end

@@ -8,8 +8,9 @@
 -- and plain events are only counted in the summary. A second call finds nothing.
 --
 -- KEYS[1] held pairs (set of pair ids, see admit.lua)  KEYS[2] outbox (stream)
--- KEYS[3] open alerts' ends (zset: record key -> end of its window, us)
--- KEYS[4..7] the pair's summary (hash), counts per category (hash), latest plain events
+-- KEYS[3..5] the open-alert index (see admit.lua): open alerts (zset: record key -> first
+--   seen), their ends (zset: record key -> end of its window, us), dedup_keys (hash)
+-- KEYS[6..9] the pair's summary (hash), counts per category (hash), latest plain events
 --   (list), held alerts (set of record keys: the records are read through it, all in the
 --   deployment's slot)
 -- ARGV[1] pair id, ARGV[2] the end of its window as the replica's policy knows it (us of
@@ -27,9 +28,9 @@ if redis.call('SISMEMBER', KEYS[1], pid) == 0 then return -1 end
 if now < tonumber(ARGV[2]) then return -2 end
 
 local sum = {}
-local raw = redis.call('HGETALL', KEYS[4])
+local raw = redis.call('HGETALL', KEYS[6])
 for i = 1, #raw, 2 do sum[raw[i]] = raw[i + 1] end
-local counts, named, unnamed = redis.call('HGETALL', KEYS[5]), {}, 0
+local counts, named, unnamed = redis.call('HGETALL', KEYS[7]), {}, 0
 for i = 1, #counts, 2 do
   if counts[i] == '(other)' then unnamed = tonumber(counts[i + 1])
   else named[#named + 1] = {counts[i], tonumber(counts[i + 1])} end
@@ -41,7 +42,7 @@ for i = 1, #named do
   else more, more_n = more + 1, more_n + named[i][2] end
 end
 local quotes = {}
-for _, entry in ipairs(redis.call('LRANGE', KEYS[6], 0, -1)) do
+for _, entry in ipairs(redis.call('LRANGE', KEYS[8], 0, -1)) do
   local e = cjson.decode(entry)
   quotes[#quotes + 1] = {e.cat, e.ev.text, e.ev.severity or 'info'}
 end
@@ -55,7 +56,7 @@ if channel ~= '' then
 end
 
 local posted = 0
-for _, rec in ipairs(redis.call('SMEMBERS', KEYS[7])) do
+for _, rec in ipairs(redis.call('SMEMBERS', KEYS[9])) do
   local fired, resolved, e, ttl, held = unpack(redis.call('HMGET', rec, 'fired', 'resolved', 'e', 'ttl', 'held'))
   if held == pid then
     redis.call('HDEL', rec, 'held')
@@ -63,11 +64,14 @@ for _, rec in ipairs(redis.call('SMEMBERS', KEYS[7])) do
     redis.call('PEXPIRE', rec, ms)
     if fired == '1' and resolved ~= '1' and e then
       redis.call('HSET', rec, 'entry', redis.call('XADD', KEYS[2], '*', 'e', e))
-      redis.call('ZADD', KEYS[3], int(now + ms * 1000), rec)
+      -- Open for its window from now (a long window may have outlasted its place in the index).
+      redis.call('ZADD', KEYS[3], redis.call('HGET', rec, 'first') or int(now), rec)
+      redis.call('ZADD', KEYS[4], int(now + ms * 1000), rec)
+      redis.call('HSET', KEYS[5], string.sub(rec, -32), rec)
       posted = posted + 1
     end
   end
 end
-redis.call('DEL', KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+redis.call('DEL', KEYS[6], KEYS[7], KEYS[8], KEYS[9])
 redis.call('SREM', KEYS[1], pid)
 return posted

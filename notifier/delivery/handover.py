@@ -58,7 +58,7 @@ class Handover:
         end_us = self._policy().window_end(channel, window, int(start or 0), now_us)
         if end_us > now_us:
             return 0
-        keys = [self._keys.held_pairs, self._keys.outbox, self._keys.alerts_ends, *summary]
+        keys = [self._keys.held_pairs, self._keys.outbox, *self._keys.alert_keys, *summary]
         posted = int(
             await self._store.run(self._scripts.handover, keys, [pair, end_us, f"held-{uuid.uuid4().hex}", NAMED])
         )

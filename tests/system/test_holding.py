@@ -93,6 +93,9 @@ def test_a_maintenance_window_holds_and_hands_over_once(fleet, slack):
     assert event(second, "db", "disk full", dedup_key="disk", severity="error")["status"] == "duplicate"
     event(second, "db", "replica lag", dedup_key="lag", severity="warning")
     assert event(first, "db", "replica lag", dedup_key="lag", status="resolved")["status"] == "resolved"
+    event(first, "db", "flapping", dedup_key="flap")
+    assert event(second, "db", "flapping", dedup_key="flap", status="resolved")["status"] == "resolved"
+    assert event(first, "db", "flapping", dedup_key="flap")["status"] == "reopened"  # firing again: one alert
     event(first, "db", "primary down", severity="critical")  # bypasses the window
     event(second, "web", "web is fine")  # another channel: no window
     wait_for(lambda: in_channel(slack, "#db", "primary down"), 5, what="the critical event posted at once")
@@ -107,11 +110,13 @@ def test_a_maintenance_window_holds_and_hands_over_once(fleet, slack):
     print(f"\nhand-over {time.time() - ended:.2f} s after the end")
     wait_for(lambda: in_channel(slack, "#db", "db-upgrade ended"), HANDOVER, what="the end announcement")
     time.sleep(1.5)  # anything posted twice would be here by now
-    assert held(slack, "#db") == [("db-upgrade", 5, {"db": 5}, 0)]
+    assert held(slack, "#db") == [("db-upgrade", 6, {"db": 6}, 0)]
     assert held(slack, "#web") == []
     posted = in_channel(slack, "#db", "disk full")
     assert len(posted) == 1 and "Seen 2 times" in posted[0].text, [m.text for m in posted]
     assert not in_channel(slack, "#db", "replica lag"), "a resolved held alert is only counted"
+    flapping = [m for m in slack.received() if "flapping" in m.text]
+    assert len(flapping) == 1 and "Reopened 1 time" in flapping[0].text, [m.text for m in flapping]
     assert len(in_channel(slack, "#db", "db-upgrade started")) == 1
     assert len(in_channel(slack, "#db", "db-upgrade ended")) == 1
     assert "pg 17" in in_channel(slack, "#db", "db-upgrade ended")[0].text

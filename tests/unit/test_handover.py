@@ -60,7 +60,7 @@ def _held_store(client, categories: int) -> int:
 
 
 def _hand_over(client, script, end_us: int = 0) -> int:
-    keys = [KEYS.held_pairs, KEYS.outbox, KEYS.alerts_ends, *KEYS.held(PAIR)]
+    keys = [KEYS.held_pairs, KEYS.outbox, *KEYS.alert_keys, *KEYS.held(PAIR)]
     return int(script(keys=keys, args=[PAIR, end_us, "held-1", 100], client=client))
 
 
@@ -84,6 +84,8 @@ def test_thirty_thousand_random_categories_give_one_message_slack_accepts(store)
     # Then the one held alert still firing, as its own message; the resolved one is only counted.
     assert [e.event["text"] for e in entries[1:] if isinstance(e, EventEntry)] == ["still firing"]
     assert client.hget(KEYS.record("db", "firing"), "held") is None
+    assert client.zscore(KEYS.alerts_open, KEYS.record("db", "firing")) is not None, "open again in the index"
+    assert client.ttl(KEYS.record("db", "firing")) > 0, "its record lives its window from now, no longer"
     assert not client.exists(*KEYS.held(PAIR)) and not client.sismember(KEYS.held_pairs, PAIR)
     assert _hand_over(client, script) == -1 and client.xlen(KEYS.outbox) == 2, "a second caller finds nothing"
 
