@@ -236,3 +236,29 @@ def test_a_window_that_ends_while_the_store_is_down_hands_over_once_it_is_back(s
             if gateway:
                 gateway.stop()
         store.stop()
+
+
+def test_a_held_alerts_escalation_starts_when_it_is_posted_and_its_acknowledgement_shows(redis_url, slack, tmp_path):
+    escalation = json.dumps({"error": ["2s <@U0LEAD>"], "warning": ["2s <@U0LEAD>"]})
+    first, second = start_fleet(env_for(redis_url, slack, NOTIFIER_ESCALATION=escalation), str(tmp_path))
+    try:
+        open_window(first, "night", channels=["#db"])
+        time.sleep(1.1)
+        event(first, "db", "queue stuck", dedup_key="stuck", severity="error")
+        event(second, "db", "slow disk", dedup_key="slow", severity="warning")
+        status, body, _ = http("POST", f"{second.url}/v1/alerts/slow/ack", {"by": "alice"}, AUTH)
+        assert status == 200, body
+        time.sleep(3.0)  # a step due 2 s after the event would be out by now
+        assert not [m for m in slack.received() if "Not acknowledged" in m.text], "no escalation while held"
+        end_window(second, "night")
+        stuck = wait_for(lambda: in_channel(slack, "#db", "queue stuck"), HANDOVER, what="the held alert")[0]
+        slow = wait_for(lambda: in_channel(slack, "#db", "slow disk"), 5, what="the acknowledged alert")[0]
+        assert "Acknowledged by alice" in slow.text, slow.text
+        step = wait_for(lambda: slack.replies(stuck.ts), 6, what="the escalation step in its thread")[0]
+        assert step.text.startswith("Not acknowledged after 2s"), step.text
+        assert step.at - stuck.at >= 1.9, "escalation counts from the post, not from the event"
+        time.sleep(1.0)
+        assert not slack.replies(slow.ts), "an acknowledged alert does not escalate"
+    finally:
+        first.stop()
+        second.stop()
