@@ -37,10 +37,10 @@ class Handover:
         self._store, self._scripts, self._keys, self._policy = store, scripts, keys, policy
 
     async def turn(self) -> None:
-        """One look: hand-overs due, then announcements due."""
+        """One look: announcements due, then hand-overs due (a window's end is said before what it held)."""
         now_us = await self._store.server_time_us(self._keys.held_pairs)
-        await self.hand_over(now_us)
         await self.announce(now_us)
+        await self.hand_over(now_us)
 
     async def hand_over(self, now_us: int) -> int:
         """Hand over every pair whose window is no longer in force; how many this replica handed over."""
