@@ -64,8 +64,8 @@
 -- then per event: id, category, channel, class (0 = none, else 1..K), mode (0 = no
 --   dedup_key, 1 = firing, 2 = resolved), hold: the window of its channel in force or
 --   next (name, '' = none; start us; end us; the pair id of (channel, window, start),
---   Keys.held_pair), held when start <= now < end by this
---   clock (an admitted event then goes to the held store, not the outbox), outbox entry (notifier/outbox.py JSON),
+--   Keys.held_pair), held when start <= now < end by this clock (an admitted event then
+--   goes to the held store, not the outbox), outbox entry (notifier/outbox.py JSON),
 --   for mode 2 its entry as a reply, the lapse of the category override (us, 0 =
 --   none), C (number of category rules), then C pairs: limit, window in us
 --
@@ -404,6 +404,7 @@ local function reopen(e, c, state, longest)
   redis.call('HSET', e.rec, 'resolved', '0', 'last', int(now), 'eb', int(now), 'esc', 0, 'escn', 0)
   redis.call('HDEL', e.rec, 'ack_by', 'ack_src', 'ack_at', 'lack', 'rat')
   redis.call('HINCRBY', e.rec, 'reopened', 1)
+  if held then redis.call('HDEL', e.rec, 'eb') end  -- its escalation counts from its post (settle.lua)
   touch(e.rec)
   if held then redis.call('PERSIST', e.rec) else redis.call('PEXPIRE', e.rec, math.ceil(longest / 1000)) end
   opened(e.rec, redis.call('HGET', e.rec, 'first') or int(now), longest)

@@ -245,6 +245,8 @@ def test_a_held_alerts_escalation_starts_when_it_is_posted_and_its_acknowledgeme
         open_window(first, "night", channels=["#db"])
         time.sleep(1.1)
         event(first, "db", "queue stuck", dedup_key="stuck", severity="error")
+        event(second, "db", "queue stuck", dedup_key="stuck", severity="error", status="resolved")
+        assert event(first, "db", "queue stuck", dedup_key="stuck", severity="error")["status"] == "reopened"
         event(second, "db", "slow disk", dedup_key="slow", severity="warning")
         status, body, _ = http("POST", f"{second.url}/v1/alerts/slow/ack", {"by": "alice"}, AUTH)
         assert status == 200, body
