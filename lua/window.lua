@@ -37,11 +37,14 @@ if ARGV[1] == 'put' then
   if end_us <= start_us then return {'bad', 'end must be after start'} end
   if end_us <= now then return {'bad', 'end has passed'} end
   local old = redis.call('HGET', KEYS[1], ARGV[2])
-  if old and tonumber(cjson.decode(old)['start']) <= now and start_us > now then
-    start_us = tonumber(cjson.decode(old)['start'])  -- a window in force stays in force: no gap
+  local before = old and cjson.decode(old)
+  local in_force = before and tonumber(before['start']) <= now and tonumber(before['end']) > now
+  if in_force and start_us > now then
+    start_us = tonumber(before['start'])  -- a window in force stays in force: no gap
   end
-  -- A window in force keeps its start announcement (announce.lua's flag 'as'); its end is announced anew.
-  local announced = old and start_us <= now and cjson.decode(old)['as'] or nil
+  -- A window that stays in force keeps its start announcement (announce.lua's flag 'as'); its
+  -- end is announced anew. One that had ended (kept a day) starts again: announced again.
+  local announced = in_force and start_us <= now and before['as'] or nil
   forget_old()
   redis.call('HSET', KEYS[1], ARGV[2], cjson.encode({
     start = int(start_us), ['end'] = int(end_us), categories = cjson.decode(ARGV[5]),

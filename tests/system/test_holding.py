@@ -264,3 +264,18 @@ def test_a_held_alerts_escalation_starts_when_it_is_posted_and_its_acknowledgeme
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_window_opened_again_after_its_end_starts_when_asked_and_is_announced_again(fleet, slack):
+    first, second = fleet
+    open_window(first, "again", channels=["#db"], note="first time")
+    wait_for(lambda: in_channel(slack, "#db", "again started"), HANDOVER, what="the first start")
+    end_window(second, "again")
+    wait_for(lambda: in_channel(slack, "#db", "again ended"), HANDOVER, what="the first end")
+    window = open_window(first, "again", channels=["#db"], start=time.time() + 2, note="second time")
+    assert window["in_force"] is False, window  # not the old start: that window had ended
+    time.sleep(1.1)
+    event(second, "db", "between the windows")
+    wait_for(lambda: in_channel(slack, "#db", "between the windows"), 5, what="an event before the new start")
+    wait_for(lambda: len(in_channel(slack, "#db", "again started")) == 2, HANDOVER, what="the second start")
+    assert "second time" in in_channel(slack, "#db", "again started")[1].text
