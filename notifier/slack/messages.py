@@ -321,11 +321,11 @@ def _per_category(counts: list[tuple[str, int]], more_categories: int, more_coun
 
 
 WINDOW_NAME = 300  # characters of a window's name in a message (quiet hours as configured can be long)
-QUOTE = 500  # characters of one quoted event in a hand-over
+QUOTE = 400  # characters of one quoted event in a hand-over (5 of them, with their heads, fit a section)
 
 
 def held_message(entry: HeldEntry) -> Message:
-    """``Held during db-upgrade: 120 (db 100, web 20), 7 dropped``, then the latest few events quoted.
+    """``Held during db-upgrade: 120 (db 100, web 20)`` / ``7 dropped``, then the latest few events quoted.
 
     Like a digest: categories named largest first as long as the summary fits one
     section, the rest summed; N and D are always exact.
