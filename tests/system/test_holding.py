@@ -279,3 +279,22 @@ def test_a_window_opened_again_after_its_end_starts_when_asked_and_is_announced_
     wait_for(lambda: in_channel(slack, "#db", "between the windows"), 5, what="an event before the new start")
     wait_for(lambda: len(in_channel(slack, "#db", "again started")) == 2, HANDOVER, what="the second start")
     assert "second time" in in_channel(slack, "#db", "again started")[1].text
+
+
+def test_a_window_over_two_channels_hands_over_once_in_each(fleet, slack):
+    first, second = fleet
+    open_window(first, "both", categories=["db", "web"], note="network work")
+    wait_for(lambda: in_channel(slack, "#web", "both started"), HANDOVER, what="the start in #web")
+    time.sleep(1.1)
+    for i in range(4):
+        event((first, second)[i % 2], "db" if i < 3 else "web", f"two channels {i}")
+    event(second, "batch", "batch shares #db")  # not the window's category: its channel is not held
+    wait_for(lambda: in_channel(slack, "#db", "batch shares"), 5, what="the other category's event")
+    end_window(second, "both")
+    wait_for(lambda: held(slack, "#db") and held(slack, "#web"), HANDOVER, what="both hand-overs")
+    time.sleep(1.5)
+    assert held(slack, "#db") == [("both", 3, {"db": 3}, 0)]
+    assert held(slack, "#web") == [("both", 1, {"web": 1}, 0)]
+    assert [len(in_channel(slack, c, "both started")) for c in ("#db", "#web")] == [1, 1]
+    assert [len(in_channel(slack, c, "both ended")) for c in ("#db", "#web")] == [1, 1]
+    assert not [m for m in slack.received() if m.text.startswith(":information_source:") and "two channels" in m.text]
