@@ -182,12 +182,21 @@ RESERVES = {
 }
 
 
+def quiet_hours_later() -> str:
+    """Quiet hours for every channel, an hour long, starting in about 6 hours: configured, not in force."""
+    start = (time.gmtime().tm_hour + 6) % 24
+    return f'{{"*": "{start:02d}:00-{(start + 1) % 24:02d}:00 UTC"}}'
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 rounds of 2 s")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=5, help="length of a round (whole seconds)")
     parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument(
+        "--quiet-hours", action="store_true", help="the gateways with quiet hours for every channel, not in force"
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds = 3, 2
@@ -199,6 +208,8 @@ def main() -> None:
         subprocess.run(["taskset", "-pc", str(last), str(server.proc.pid)], capture_output=True)
     client = redis.Redis.from_url(server.url)
     limits = {"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"}
+    if args.quiet_hours:
+        limits["NOTIFIER_QUIET_HOURS"] = quiet_hours_later()
     gateway = Gateway(limits, wrapper=pin(0)).start()
     reserves = Gateway({**limits, **RESERVES, "NOTIFIER_KEY_PREFIX": "reserves"}, wrapper=pin(0)).start()
     baseline, baseline_url = start_baseline()

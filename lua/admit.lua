@@ -24,6 +24,11 @@
 --   (zset: record key -> end of the record's window, us), KEYS[11+K] the index of
 --   dedup_keys (hash: the record key's last 32 characters -> record key); written
 --   here, trimmed by timers.lua as records expire
+-- KEYS[12+K] the (channel, window) pairs holding anything (set of pair ids); a pair's
+--   held store is 4 keys named after it (see held_in; same slot): its summary (hash:
+--   window, channel, start, end, since, n held, dropped), its counts per category (hash,
+--   capped like digests), its latest plain events (list of entries, newest first, at most
+--   LATEST) and its held alerts (set of record keys). handover.lua empties it.
 -- then per group of refusals, 1 key: the suppressed counts (hash) of its channel
 -- then per event, 3 keys: category log, alert record (hash; any key of the slot
 --   when the event has no dedup_key), suppressed counts of its channel
@@ -32,7 +37,9 @@
 -- first event), fired/resolved (1/0: an event of that status was admitted), n
 -- (times seen), first and last (us), ver (changes), shown (the version its message
 -- shows), entry (its outbox entry id), e (that entry); reopened (times), rat (when
--- it was resolved, us), eb (escalation counts from then, us); settle.lua adds cid
+-- it was resolved, us), eb (escalation counts from then, us); held (the pair id of the
+-- window holding its first post, until handover.lua posts it) and ttl (its lifetime,
+-- us: a held record lives until its hand-over); settle.lua adds cid
 -- and ts, the message's identity in Slack; ack.lua ack_by, ack_src, ack_at; timers.lua
 -- esc (the next escalation step, from 0) and escn (steps posted).
 --
@@ -52,9 +59,13 @@
 --   the lapse of the global override (us, 0 = none); then K, and per class G
 --   reserved slot counts (one per global rule)
 -- then R, the number of groups of refusals a replica decided itself (the level was
---   known full), and per group: category, channel, level, count. Only counted.
+--   known full), and per group: category, channel, level, count, hold (4 values, below).
+--   Only counted (in the held summary when the window holds, else in the digest).
 -- then per event: id, category, channel, class (0 = none, else 1..K), mode (0 = no
---   dedup_key, 1 = firing, 2 = resolved), outbox entry (notifier/outbox.py JSON),
+--   dedup_key, 1 = firing, 2 = resolved), hold: the window of its channel in force or
+--   next (name, '' = none; start us; end us; the pair id of (channel, window, start),
+--   Keys.held_pair), held when start <= now < end by this clock (an admitted event then
+--   goes to the held store, not the outbox), outbox entry (notifier/outbox.py JSON),
 --   for mode 2 its entry as a reply, the lapse of the category override (us, 0 =
 --   none), C (number of category rules), then C pairs: limit, window in us
 --
@@ -258,11 +269,33 @@ local function name_of(category)
   return name
 end
 
-local function count_drop(category, level, sup_key, channel, n)
+local HELD, LATEST = KEYS[12 + K], 5  -- LATEST: the plain events a hand-over quotes
+
+-- The held store of (channel, window) when the window holds now, else nil. Nothing is
+-- written until something is held there (see opened_store).
+local function held_in(channel, name, start_us, end_us, pid)
+  if name == '' or now < start_us or now >= end_us then return nil end
+  local base = HELD .. ':' .. pid
+  return {pid = pid, sum = base .. ':sum', cats = base .. ':cats', latest = base .. ':latest',
+          alerts = base .. ':alerts', channel = channel, name = name, start = start_us, finish = end_us}
+end
+
+-- Marks the pair as holding something, so that a replica hands it over when its window ends.
+local function opened_store(h)
+  if redis.call('SADD', HELD, h.pid) == 1 then
+    redis.call('HSET', h.sum, 'window', h.name, 'channel', h.channel, 'start', int(h.start), 'since', int(now))
+  end
+  redis.call('HSET', h.sum, 'end', int(h.finish))
+end
+
+local function count_drop(category, level, sup_key, channel, n, held)
   redis.call('HINCRBY', KEYS[3], 'dropped', n)
   redis.call('HINCRBY', KEYS[3], 'dropped_' .. level, n)
   redis.call('HINCRBY', KEYS[3], 'dropped:' .. name_of(category), n)
-  if digest_us > 0 and not shadow then
+  if held and not shadow then
+    opened_store(held)
+    redis.call('HINCRBY', held.sum, 'dropped', n)  -- the channel's digest is folded into the hand-over
+  elseif digest_us > 0 and not shadow then
     local field = category  -- a digest names at most cap categories per interval
     if cap > 0 and redis.call('HEXISTS', sup_key, category) == 0 and redis.call('HLEN', sup_key) >= cap + 2 then
       field = '(other)'
@@ -332,8 +365,30 @@ local function count_admission(e, c, state, longest)
   redis.call('HINCRBY', KEYS[3], 'accepted:' .. name_of(e.category), 1)
 end
 
+-- An admitted event of a held channel: counted in the held store instead of posted.
+local function hold(e, h, longest)
+  opened_store(h)
+  redis.call('HINCRBY', h.sum, 'n', 1)
+  local field = e.category
+  if cap > 0 and redis.call('HEXISTS', h.cats, field) == 0 and redis.call('HLEN', h.cats) >= cap then
+    field = '(other)'
+  end
+  redis.call('HINCRBY', h.cats, field, 1)
+  if e.mode == 0 then  -- only counted, the latest few quoted: the store stays bounded
+    redis.call('LPUSH', h.latest, e.entry)
+    redis.call('LTRIM', h.latest, 0, LATEST - 1)
+    return
+  end
+  record_admitted(e.rec, e, '', longest)
+  redis.call('HSET', e.rec, 'held', h.pid, 'ttl', int(longest))
+  redis.call('PERSIST', e.rec)  -- kept until its hand-over, however long the window
+  if e.mode == 1 then redis.call('ZADD', ENDS, int(h.finish + longest), e.rec) end
+  redis.call('SADD', h.alerts, e.rec)
+end
+
 local function admit(e, c, state, longest)
   count_admission(e, c, state, longest)
+  if e.held then return hold(e, e.held, longest) end
   local stream_id = redis.call('XADD', KEYS[2], '*', 'e', e.entry)
   if e.mode > 0 then record_admitted(e.rec, e, stream_id, longest) end
 end
@@ -343,12 +398,15 @@ local function reopen(e, c, state, longest)
   count_admission(e, c, state, longest)
   local reply, swapped = string.gsub(e.entry, '^{"k":"event"', '{"k":"reopen"', 1)
   if swapped ~= 1 then error('admit.lua: the entry of ' .. e.id .. ' is not an event entry') end
-  redis.call('XADD', KEYS[2], '*', 'e', reply)
+  -- A held alert was never posted: its hand-over shows it as it is then.
+  local held = redis.call('HGET', e.rec, 'held')
+  if not held then redis.call('XADD', KEYS[2], '*', 'e', reply) end
   redis.call('HSET', e.rec, 'resolved', '0', 'last', int(now), 'eb', int(now), 'esc', 0, 'escn', 0)
   redis.call('HDEL', e.rec, 'ack_by', 'ack_src', 'ack_at', 'lack', 'rat')
   redis.call('HINCRBY', e.rec, 'reopened', 1)
+  if held then redis.call('HDEL', e.rec, 'eb') end  -- its escalation counts from its post (settle.lua)
   touch(e.rec)
-  redis.call('PEXPIRE', e.rec, math.ceil(longest / 1000))
+  if held then redis.call('PERSIST', e.rec) else redis.call('PEXPIRE', e.rec, math.ceil(longest / 1000)) end
   opened(e.rec, redis.call('HGET', e.rec, 'first') or int(now), longest)
   redis.call('HINCRBY', KEYS[3], 'reopened', 1)
 end
@@ -370,7 +428,8 @@ local function known_alert(e)
     redis.call('HSET', e.rec, 'resolved', '1', 'rat', int(now))  -- 'last' stays the last firing event's time
     touch(e.rec)
     closed(e.rec)
-    redis.call('XADD', KEYS[2], '*', 'e', e.reply)
+    -- A held alert's resolution posts nothing (nothing was posted): its hand-over counts it.
+    if not redis.call('HGET', e.rec, 'held') then redis.call('XADD', KEYS[2], '*', 'e', e.reply) end
     redis.call('HINCRBY', KEYS[3], 'resolved', 1)
     return {'resolved', first, '', 0, 0, 0, 0}
   else
@@ -395,7 +454,7 @@ local function decide(e)
     return {'accepted', e.id, '', 0, 0, 0, 0}, next_at
   end
   local level = cw > gw and 'category' or 'global'
-  count_drop(e.category, level, e.sup_key, e.channel, 1)
+  count_drop(e.category, level, e.sup_key, e.channel, 1, e.held)
   local outcome = 'dropped'
   if shadow then
     outcome = 'shadow'
@@ -404,18 +463,20 @@ local function decide(e)
   return {outcome, e.id, level, gw, grule, cw, crule}, next_at
 end
 
-local k = 12 + K
+local k = 13 + K
 for _ = 1, groups do
-  count_drop(ARGV[at], ARGV[at + 2], KEYS[k], ARGV[at + 1], tonumber(ARGV[at + 3]))
-  at, k = at + 4, k + 1
+  local held = held_in(ARGV[at + 1], ARGV[at + 4], tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6]), ARGV[at + 7])
+  count_drop(ARGV[at], ARGV[at + 2], KEYS[k], ARGV[at + 1], tonumber(ARGV[at + 3]), held)
+  at, k = at + 8, k + 1
 end
 
 local results = {}
 while at <= #ARGV do
   local e = {id = ARGV[at], category = ARGV[at + 1], channel = ARGV[at + 2], class = tonumber(ARGV[at + 3]),
-             mode = tonumber(ARGV[at + 4]), entry = ARGV[at + 5],
+             mode = tonumber(ARGV[at + 4]), entry = ARGV[at + 9],
              cat_key = KEYS[k], rec = KEYS[k + 1], sup_key = KEYS[k + 2]}
-  at = at + 6
+  e.held = held_in(e.channel, ARGV[at + 5], tonumber(ARGV[at + 6]), tonumber(ARGV[at + 7]), ARGV[at + 8])
+  at = at + 10
   if e.mode == 2 then e.reply, at = ARGV[at], at + 1 end
   e.cat_until, e.rules_at = tonumber(ARGV[at]), at + 1
   results[#results + 1], at = decide(e)

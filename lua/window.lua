@@ -5,7 +5,8 @@
 -- holds (or posts) an event under the old windows. Times are the store's clock.
 --
 -- KEYS[1] windows (hash: name -> JSON {"start", "end": us as strings, "categories",
---   "channels": arrays, "note", "by", "at": us as a string})
+--   "channels": arrays, "note", "by", "at": us as a string; "as", "ae": the start and end
+--   were announced, see announce.lua})
 -- KEYS[2] override version (string, a counter; see override.lua)
 -- ARGV[1] 'put' or 'end', ARGV[2] name,
 -- for 'put': ARGV[3] start in us (0 = now), ARGV[4] end in us (0: start plus ARGV[9]),
@@ -36,13 +37,18 @@ if ARGV[1] == 'put' then
   if end_us <= start_us then return {'bad', 'end must be after start'} end
   if end_us <= now then return {'bad', 'end has passed'} end
   local old = redis.call('HGET', KEYS[1], ARGV[2])
-  if old and tonumber(cjson.decode(old)['start']) <= now and start_us > now then
-    start_us = tonumber(cjson.decode(old)['start'])  -- a window in force stays in force: no gap
+  local before = old and cjson.decode(old)
+  local in_force = before and tonumber(before['start']) <= now and tonumber(before['end']) > now
+  if in_force and start_us > now then
+    start_us = tonumber(before['start'])  -- a window in force stays in force: no gap
   end
+  -- A window that stays in force keeps its start announcement (announce.lua's flag 'as'); its
+  -- end is announced anew. One that had ended (kept a day) starts again: announced again.
+  local announced = in_force and start_us <= now and before['as'] or nil
   forget_old()
   redis.call('HSET', KEYS[1], ARGV[2], cjson.encode({
     start = int(start_us), ['end'] = int(end_us), categories = cjson.decode(ARGV[5]),
-    channels = cjson.decode(ARGV[6]), note = ARGV[7], by = ARGV[8], at = int(now)}))
+    channels = cjson.decode(ARGV[6]), note = ARGV[7], by = ARGV[8], at = int(now), as = announced}))
   return {'ok', int(start_us), int(end_us), redis.call('INCR', KEYS[2])}
 end
 

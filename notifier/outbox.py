@@ -8,7 +8,11 @@ n], ...], "more": [categories, n], "unnamed", "total", "since", "until"}``, time
 of microseconds, because Lua's JSON writer keeps only 14 digits of a number).
 ``admit.lua`` writes a reopened alert's ``Firing again`` reply as its event entry with
 kind ``reopen``; ``timers.lua`` writes escalation steps (``{"k": "esc", "id", "cat",
-"ch", "rec", "text", "at"}``).
+"ch", "rec", "text", "at"}``); ``handover.lua`` the summary of what a window held
+(``{"k": "held", "id", "ch", "window", "total", "dropped", "counts", "more", "unnamed",
+"quotes": [[category, text, severity], ...], "since", "until"}``); ``announce.lua`` a
+maintenance window's start or end (``{"k": "window", "id", "ch", "window", "phase", "note",
+"until"}``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import orjson
 
 FIELD = "e"
 EVENT, REPLY, DIGEST, REOPEN, ESCALATION = "event", "reply", "digest", "reopen", "esc"
+HELD, WINDOW = "held", "window"
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,46 @@ class EscalationEntry:
     received_at: float  # unix seconds, when the step was taken
 
 
-Entry = EventEntry | DigestEntry | EscalationEntry
+@dataclass(frozen=True)
+class Quote:
+    """One of the latest plain events a hand-over quotes."""
+
+    category: str
+    text: str
+    severity: str
+
+
+@dataclass(frozen=True)
+class HeldEntry:
+    """What a window held for one channel, handed over when it ended (its alerts follow on their own)."""
+
+    id: str
+    channel: str
+    window: str  # the maintenance window's name, or the quiet hours as configured
+    total: int  # events held (repeats and resolutions of held alerts not counted)
+    dropped: int  # drops of the channel meanwhile
+    counts: list[tuple[str, int]]  # the largest categories, largest first
+    more_categories: int
+    more_count: int
+    unnamed: int  # held events of categories past the cap
+    quotes: list[Quote]  # the latest plain events, newest first
+    since_us: int
+    until_us: int
+
+
+@dataclass(frozen=True)
+class WindowEntry:
+    """A maintenance window's start or end, announced in one of its channels."""
+
+    id: str
+    channel: str
+    window: str
+    phase: str  # "start" or "end"
+    note: str
+    until_us: int
+
+
+Entry = EventEntry | DigestEntry | EscalationEntry | HeldEntry | WindowEntry
 
 
 def encode_event(entry: EventEntry) -> bytes:
@@ -101,6 +145,17 @@ def decode(fields: Mapping[Any, Any]) -> Entry:
             int(body["since"]),
             int(body["until"]),
         )
+    if body["k"] == HELD:
+        return _held(body)
+    if body["k"] == WINDOW:
+        return WindowEntry(
+            str(body["id"]),
+            str(body["ch"]),
+            str(body["window"]),
+            str(body["phase"]),
+            str(body.get("note", "")),
+            int(body["until"]),
+        )
     if body["k"] == ESCALATION:
         return EscalationEntry(
             str(body["id"]), str(body["cat"]), str(body["ch"]), str(body["rec"]), str(body["text"]), float(body["at"])
@@ -115,4 +170,22 @@ def decode(fields: Mapping[Any, Any]) -> Entry:
         body.get("rec", ""),
         kind in (REPLY, REOPEN),
         kind == REOPEN,
+    )
+
+
+def _held(body: Mapping[str, Any]) -> HeldEntry:
+    more_categories, more_count = body.get("more") or (0, 0)
+    return HeldEntry(
+        str(body["id"]),
+        str(body["ch"]),
+        str(body["window"]),
+        int(body["total"]),
+        int(body.get("dropped", 0)),
+        [(str(c), int(n)) for c, n in body.get("counts") or []],
+        int(more_categories),
+        int(more_count),
+        int(body.get("unnamed", 0)),
+        [Quote(str(c), str(t), str(s)) for c, t, s in body.get("quotes") or []],
+        int(body["since"]),
+        int(body["until"]),
     )

@@ -26,6 +26,7 @@ from .windows import MaintenanceWindow, QuietWindow, Span, current_or_next
 CATEGORY = "category"  # what a refusal names for a category's own level
 CRITICAL_CLASS = "severity:critical"
 MAX_CACHED_CHANNELS = 10_000  # channels whose quiet hours a snapshot remembers (channels come from settings)
+CLOCK_SLACK_US = 1_000_000  # the replica's estimates of the store's clock differ by less than this
 NO_QUIET_RECHECK_US = 3_600_000_000  # a channel with no quiet hours within 8 days is looked at again hourly
 
 
@@ -82,7 +83,7 @@ class Policy:
     maintenance: Mapping[str, MaintenanceWindow] = field(default_factory=dict)  # not yet ended, by name
     hold_bypass: frozenset[str] = frozenset()  # severities no window holds
     _critical: int = field(init=False, repr=False, compare=False)
-    _quiet_spans: dict[str, tuple[int, tuple[str, Span] | None]] = field(init=False, repr=False, compare=False)
+    _quiet_spans: dict[str, tuple[int, int, tuple[str, Span] | None]] = field(init=False, repr=False, compare=False)
     _by_category: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
     @classmethod
@@ -132,16 +133,32 @@ class Policy:
         current = [(name, span) for name, span in spans if span.end_us > now_us]
         return min(current, key=lambda item: item[1].start_us) if current else None
 
+    def window_end(self, channel: str, name: str, start_us: int, now_us: int) -> int:
+        """The end (us) of the window ``name`` of ``channel`` that started at ``start_us``, as this
+        snapshot knows it; 0 when that stretch is no longer known (ended, removed, reconfigured)."""
+        window = self.maintenance.get(name)
+        if window is not None and window.start_us == start_us:
+            return window.end_us
+        quiet = self._quiet_span(channel, now_us)
+        if quiet is not None and quiet[0] == name and quiet[1].start_us == start_us:
+            return quiet[1].end_us
+        return 0
+
+    def window_channels(self, window: MaintenanceWindow) -> list[str]:
+        """The channels a maintenance window holds: its own, then those of its categories."""
+        channels = dict.fromkeys([*window.channels, *(self.channel_for(c) for c in window.categories)])
+        return list(channels)
+
     def _quiet_span(self, channel: str, now_us: int) -> tuple[str, Span] | None:
         """The channel's quiet hours in force or next; kept until they end (one zone computation per stretch)."""
-        valid_until, found = self._quiet_spans.get(channel, (0, None))
-        if now_us < valid_until:
+        valid_from, valid_until, found = self._quiet_spans.get(channel, (0, 0, None))
+        if valid_from - CLOCK_SLACK_US <= now_us < valid_until:  # a store clock set back: computed again
             return found
         windows = self.quiet_windows(channel)
         span = current_or_next(windows, now_us) if windows else None
         found = ("; ".join(w.text for w in windows), span) if span is not None else None
         if len(self._quiet_spans) < MAX_CACHED_CHANNELS:
-            self._quiet_spans[channel] = (span.end_us if span else now_us + NO_QUIET_RECHECK_US, found)
+            self._quiet_spans[channel] = (now_us, span.end_us if span else now_us + NO_QUIET_RECHECK_US, found)
         return found
 
     def rules_for(self, level: str) -> Rules:

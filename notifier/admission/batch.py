@@ -20,6 +20,7 @@ from ..store.client import as_text
 from ..store.keys import Keys
 
 MAX_REMEMBERED = 10_000  # categories held in per-category caches: names come from clients
+NO_HOLD: list[Any] = ["", 0, 0, ""]  # the hold arguments of an event no window holds
 MODES = {"firing": 1, "resolved": 2}  # the dedup mode of an event with a dedup_key, by its status (0: none)
 
 
@@ -91,6 +92,7 @@ class Protocol:
             keys.edits,
             *(keys.class_log(c) for c in classes),
             *keys.alert_keys,
+            keys.held_pairs,
         ]
         rules = policy.rules_for(GLOBAL)
         reserves = [reserve.slots(rule) for reserve in policy.reserves for rule in rules]
@@ -113,9 +115,13 @@ class Protocol:
         return known
 
     def call(
-        self, batch: list[Pending], refused: dict[tuple[str, str], int], deadline_us: int
+        self, batch: list[Pending], refused: dict[tuple[str, str], int], deadline_us: int, now_us: int
     ) -> tuple[list[str], list[Any]]:
-        """The keys and arguments of one call: refusals counted here, then the batch in order."""
+        """The keys and arguments of one call: refusals counted here, then the batch in order.
+
+        ``now_us`` (the store's clock, as last sampled) picks each channel's window in force
+        or next; the script decides by its own clock whether it holds.
+        """
         policy = self.policy
         keys = list(self._keys_head)
         args: list[Any] = [
@@ -129,13 +135,22 @@ class Protocol:
         for (category, level), count in refused.items():
             known = self.category(category)
             keys.append(known.suppressed_key)
-            args += [category, known.channel, level, count]
+            args += [category, known.channel, level, count, *self._hold(known.channel, category, "", now_us)]
         received = time.time()
         for item in batch:
-            self._event_args(item, received, keys, args)
+            self._event_args(item, received, now_us, keys, args)
         return keys, args
 
-    def _event_args(self, item: Pending, received: float, keys: list[str], args: list[Any]) -> None:
+    def _hold(self, channel: str, category: str, severity: str, now_us: int) -> list[Any]:
+        """The hold arguments of an event: the window of its channel in force or next, or none."""
+        policy = self.policy
+        held = None if severity in policy.hold_bypass else policy.hold(channel, category, now_us)
+        if held is None:
+            return NO_HOLD
+        name, span = held
+        return [name, span.start_us, span.end_us, Keys.held_pair(channel, name, span.start_us)]
+
+    def _event_args(self, item: Pending, received: float, now_us: int, keys: list[str], args: list[Any]) -> None:
         event, known = item.event, self.category(item.event.category)
         mode = MODES[event.status] if event.dedup_key else 0
         # Without a dedup_key the script never reads the record: any key of the slot will do.
@@ -155,6 +170,7 @@ class Protocol:
             known.channel,
             self.policy.class_of(event.category, event.severity),
             mode,
+            *self._hold(known.channel, event.category, event.severity, now_us),
             encode_event(entry),
         ]
         if mode == 2:

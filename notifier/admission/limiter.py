@@ -241,7 +241,7 @@ class Limiter:
         deadline = min((item.deadline for item in batch), default=sent + self._budget)
         if not self._store.clock_known:
             await self._store.sync_clock(self._keys.outbox)
-        keys, args = protocol.call(batch, refused, self._store.store_time_us(deadline))
+        keys, args = protocol.call(batch, refused, self._store.store_time_us(deadline), self._store.store_time_us(sent))
         timeout = deadline + REPLY_MARGIN - time.monotonic()
         replicas = self._store.min_replicas
         if not replicas or not batch:  # counting local refusals claims nothing: no need to wait
@@ -255,16 +255,25 @@ class Limiter:
         return reply if isinstance(reply, Refused) else (reply, written.replicas >= replicas)
 
     async def _not_decided(self, batch: list[Pending], refused: dict[tuple[str, str], int], why: Refused) -> None:
-        """The script did nothing: past the deadline (503), or under an old policy (read it, try again)."""
-        if why.reason == "stale" and self.reload is not None:
+        """The script did nothing: past the deadline (503), or under an old policy (read it, try again).
+
+        A deadline that passed by the store's clock but not here means that clock was set (a quiet
+        hours test moves it): sample it again and try again, as for an old policy.
+        """
+        clock_set = why.reason == "expired" and bool(batch) and time.monotonic() < min(i.deadline for i in batch)
+        again = self.reload if why.reason == "stale" else self._resync if clock_set else None
+        if again is not None:
             with contextlib.suppress(StoreUnavailable):
-                await self.reload()
+                await again()
             retry = [item for item in batch if self._stale_again(item)]
             self._queue[:0] = retry
             batch = [item for item in batch if item not in retry]
             self._give_back(refused)
             refused = {}
         self._fail(batch, refused, StoreUnavailable(f"the store did not decide in time ({why.reason})"))
+
+    async def _resync(self) -> None:
+        await self._store.sync_clock(self._keys.outbox)
 
     def _stale_again(self, item: Pending) -> bool:
         count = self._stale[item.id] = self._stale.get(item.id, 0) + 1

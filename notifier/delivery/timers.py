@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from typing import Any
 
 from ..escalation import Escalation
+from ..policy import Policy
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..tasks import every
+from .handover import Handover
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +44,22 @@ def step_args(escalation: Escalation) -> list[Any]:
 class Timers:
     """Takes the escalation steps that are due and keeps the open-alert index bounded."""
 
-    def __init__(self, store: Store, scripts: Scripts, keys: Keys, escalation: Escalation) -> None:
+    def __init__(
+        self, store: Store, scripts: Scripts, keys: Keys, escalation: Escalation, policy: Callable[[], Policy]
+    ) -> None:
         self._store, self._scripts, self._keys = store, scripts, keys
         self._args = step_args(escalation)
+        self._handover = Handover(store, scripts, keys, policy)
 
     async def run(self) -> None:
         """Look for what is due, forever (a store outage or a bug is logged, never fatal)."""
         await every("taking what is due", lambda: random.uniform(*LOOK_EVERY), self.turn)
 
     async def turn(self) -> None:
-        """One look: the steps due, then the alerts whose window ended."""
+        """One look: the steps due, the alerts whose window ended, then windows' hand-overs and announcements."""
         await self.take_due()
         await self.sweep()
+        await self._handover.turn()
 
     async def take_due(self) -> int:
         """Append every due step to the outbox; how many this replica took."""

@@ -27,11 +27,13 @@ import logging
 import random
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..errors import Permanent, RateLimited, StoreUnavailable, Transient
 from ..metrics import Metrics
-from ..outbox import DigestEntry, EscalationEntry, EventEntry
+from ..outbox import DigestEntry, EscalationEntry, EventEntry, HeldEntry, WindowEntry
+from ..policy import Policy
 from ..settings import Settings
 from ..slack.messages import (
     MUTE,
@@ -40,7 +42,9 @@ from ..slack.messages import (
     digest_message,
     escalation_message,
     event_message,
+    held_message,
     reply_message,
+    window_message,
 )
 from ..slack.sinks import Posted, Sink
 from ..store.client import Store, as_text
@@ -78,7 +82,14 @@ class Delivery:
     """The delivery worker of one replica."""
 
     def __init__(
-        self, store: Store, scripts: Scripts, keys: Keys, settings: Settings, sink: Sink, metrics: Metrics
+        self,
+        store: Store,
+        scripts: Scripts,
+        keys: Keys,
+        settings: Settings,
+        sink: Sink,
+        metrics: Metrics,
+        policy: Callable[[], Policy],
     ) -> None:
         self._store, self._keys, self._settings = store, keys, settings
         self._sink, self._metrics = sink, metrics
@@ -91,7 +102,7 @@ class Delivery:
         controls = bool(settings.slack_signing_secret) and sink.edits and sink.paced
         self._choices = settings.mute_choices if controls else ()  # none: messages carry no controls
         self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._choices)
-        self._timers = Timers(store, scripts, keys, settings.escalation)
+        self._timers = Timers(store, scripts, keys, settings.escalation, policy)  # policy: windows' hand-overs
         self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
         self._held: dict[str, Taken] = {}
         self._sent: OrderedDict[str, Sent] = OrderedDict()  # stream id -> what was done, oldest first
@@ -254,6 +265,10 @@ class Delivery:
         entry = taken.entry
         if isinstance(entry, DigestEntry):
             return digest_message(entry), 0
+        if isinstance(entry, HeldEntry):
+            return held_message(entry), 0
+        if isinstance(entry, WindowEntry):
+            return window_message(entry), 0
         if isinstance(entry, EscalationEntry):
             return await self._escalation(entry), 0
         event = {**entry.event, "category": entry.category}

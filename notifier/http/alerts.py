@@ -159,7 +159,7 @@ def alert_view(record: Record) -> dict[str, Any] | None:
         "acknowledged_by": record.acknowledged_by,
         "acknowledged_at": None if at is None else round(at / 1e6, 3),
         "escalations": int(fields.get("escn", 0)),
-        "held": False,  # no window holds an alert yet
+        "held": bool(fields.get("held")),  # its post waits for the hand-over of a window
         "channel": posted.channel_id if posted else None,
         "ts": posted.ts if posted and posted.ts else None,
     }

@@ -73,7 +73,7 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
                 every("updating level gauges", lambda: GAUGES_EVERY, lambda: limits.update_gauges(gateway))
             ),
         ]
-        delivery = Delivery(store, scripts, keys, settings, sink, metrics)
+        delivery = Delivery(store, scripts, keys, settings, sink, metrics, lambda: limiter.policy)
         await delivery.start()
         yield
         await cancel_and_wait(loops)

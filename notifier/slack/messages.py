@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..outbox import DigestEntry
+from ..outbox import DigestEntry, HeldEntry, WindowEntry
 from ..rules import format_duration
 
 SECTION_TEXT = 3000  # characters in one section's text
@@ -301,18 +301,56 @@ def digest_message(entry: DigestEntry) -> Message:
     noun = "notification" if entry.total == 1 else "notifications"
     span = format_duration(max(1000, round((entry.until_us - entry.since_us) / 1e6) * 1000))
     head = f"Suppressed {entry.total} {noun} in the last {span}: "
-    named, used = [], len(head)
-    more_categories, more_count = entry.more_categories, entry.more_count
-    for index, (category, count) in enumerate(entry.counts):
+    text = head + _per_category(entry.counts, entry.more_categories, entry.more_count, entry.unnamed, len(head))
+    return Message(entry.channel, text, [section(text)])
+
+
+def _per_category(counts: list[tuple[str, int]], more_categories: int, more_count: int, unnamed: int, used: int) -> str:
+    """``db 40, web 12, and 312 more categories: 4120``: as many named as fit in a section after ``used``."""
+    named = []
+    for index, (category, count) in enumerate(counts):
         part = f"{escape(category)} {count}"
         if used + len(part) + 2 + _TAIL_ROOM > SECTION_TEXT:
-            left = entry.counts[index:]
+            left = counts[index:]
             more_categories, more_count = more_categories + len(left), more_count + sum(n for _, n in left)
             break
         named.append(part)
         used += len(part) + 2
-    tail = _rest(more_categories, more_count, entry.unnamed)
-    text = head + ", ".join(named + ([tail] if tail else []))
+    tail = _rest(more_categories, more_count, unnamed)
+    return ", ".join(named + ([tail] if tail else []))
+
+
+WINDOW_NAME = 300  # characters of a window's name in a message (quiet hours as configured can be long)
+QUOTE = 400  # characters of one quoted event in a hand-over (5 of them, with their heads, fit a section)
+
+
+def held_message(entry: HeldEntry) -> Message:
+    """``Held during db-upgrade: 120 (db 100, web 20)`` / ``7 dropped``, then the latest few events quoted.
+
+    Like a digest: categories named largest first as long as the summary fits one
+    section, the rest summed; N and D are always exact.
+    """
+    head = f"Held during {fit(entry.window, WINDOW_NAME)}: {entry.total}"
+    dropped = f"\n{entry.dropped} dropped"
+    per = _per_category(entry.counts, entry.more_categories, entry.more_count, entry.unnamed, len(head + dropped) + 3)
+    summary = head + (f" ({per})" if per else "") + dropped
+    blocks = [section(summary)]
+    if entry.quotes:
+        lines = [f"> [{escape(q.severity)}] {escape(q.category)}: {fit(q.text, QUOTE)}" for q in entry.quotes]
+        blocks.append(section("Latest held:\n" + "\n".join(lines)))
+    return Message(entry.channel, fit_text(summary), blocks)
+
+
+def window_message(entry: WindowEntry) -> Message:
+    """``Maintenance window db-upgrade started (until 14:00 UTC): <note>``, or ``... ended``."""
+    name = fit(entry.window, WINDOW_NAME)
+    if entry.phase == "start":
+        until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(entry.until_us / 1e6))
+        text = f":construction: Maintenance window {name} started (until {until})"
+    else:
+        text = f":white_check_mark: Maintenance window {name} ended"
+    if entry.note:
+        text += ": " + fit(entry.note, SECTION_TEXT - len(text) - 2)
     return Message(entry.channel, text, [section(text)])
 
 

@@ -54,6 +54,7 @@ UNREACHABLE = (RedisConnectionError, RedisTimeoutError, ClusterDownError, OSErro
 PROBE_PAUSE = 0.05  # seconds between two probes of a store that failed the last one
 SOCKET_MARGIN = 0.4  # seconds a socket read may take beyond NOTIFIER_REDIS_TIMEOUT
 CLOCK_RESAMPLE = 30.0  # seconds after which a clock sample is replaced even by a slower one
+CLOCK_JUMP_US = 500_000  # a sample further than this (plus its round trip) from the last: the store's clock was set
 
 
 def as_text(value: object) -> str:
@@ -209,7 +210,9 @@ class Store:
         now_us = await self.server_time_us(key)
         answered = time.monotonic()
         rtt = answered - sent
-        if rtt <= self._offset_rtt or answered - self._offset_at > CLOCK_RESAMPLE:
+        offset_us = now_us - (sent + answered) / 2 * 1e6
+        jumped = self._offset_us is not None and abs(offset_us - self._offset_us) > CLOCK_JUMP_US + rtt * 1e6
+        if jumped or rtt <= self._offset_rtt or answered - self._offset_at > CLOCK_RESAMPLE:
             self._offset_us = now_us - (sent + answered) / 2 * 1e6
             self._offset_rtt, self._offset_at = rtt, answered
 

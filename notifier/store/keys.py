@@ -6,6 +6,7 @@ one Redis Cluster slot and each Lua call touches a single slot.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 
@@ -44,6 +45,20 @@ class Keys:
         self.alert_keys = [self.alerts_open, self.alerts_ends, self.alerts_index]
         self.timers = base + "timers"  # escalations due: record key -> due time (us)
         self.replicated = base + "replicated"  # written before each WAIT (store/replication.py)
+        self.held_pairs = base + "held"  # (channel, window) pairs holding anything, by pair id
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1024)  # per event of a held channel: the same few pairs
+    def held_pair(channel: str, window: str, start_us: int) -> str:
+        """The id of one (channel, window) pair: a window's stretch from ``start_us`` in one channel."""
+        return hashlib.sha1(f"{channel}\n{window}\n{start_us}".encode()).hexdigest()[:24]
+
+    def held(self, pair: str) -> list[str]:
+        """The held store of one (channel, window) pair: summary, counts per category, latest, alerts.
+
+        ``admit.lua`` names them the same way (``held_in``).
+        """
+        return [f"{self.held_pairs}:{pair}:{part}" for part in ("sum", "cats", "latest", "alerts")]
 
     def category_log(self, category: str) -> str:
         return f"{self.base}log:cat:{category}"

@@ -21,6 +21,8 @@ NAMES = (
     "ack",
     "timers",
     "window",
+    "handover",
+    "announce",
 )
 
 
@@ -46,6 +48,8 @@ class Scripts:
     ack: AsyncScript
     timers: AsyncScript
     window: AsyncScript
+    handover: AsyncScript
+    announce: AsyncScript
 
     def __init__(self, client: Any) -> None:
         folder = script_dir()

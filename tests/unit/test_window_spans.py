@@ -11,6 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from notifier.errors import SettingsError
+from notifier.policy import Policy
+from notifier.rules import parse_rules
 from notifier.settings import load_settings
 from notifier.windows import US, Span, current_or_next, merged, parse_quiet_hours, wall_to_us
 
@@ -122,3 +124,21 @@ def test_hold_bypass_is_a_list_of_severities(monkeypatch):
     monkeypatch.setenv("NOTIFIER_HOLD_BYPASS", "urgent")
     with pytest.raises(SettingsError, match=r"^invalid setting NOTIFIER_HOLD_BYPASS: 'urgent'"):
         load_settings()
+
+
+def _utc_us(text: str) -> int:
+    return int(datetime.strptime(text, "%Y-%m-%d %H:%M").replace(tzinfo=timezone.utc).timestamp()) * US
+
+
+def test_policy_hold_follows_a_store_clock_set_back_and_forth():
+    """Policy.hold caches a channel's stretch until it ends; a clock set back computes it again."""
+    rules = parse_rules("10/1m")
+    policy = Policy(rules, rules, {}, {}, "#db", quiet={"#db": parse_quiet_hours("22:00-06:00 UTC")})
+    tuesday = policy.hold("#db", "db", _utc_us("2026-01-13 23:00"))
+    assert tuesday is not None and tuesday[1] == Span(_utc_us("2026-01-13 22:00"), _utc_us("2026-01-14 06:00"))
+    monday = policy.hold("#db", "db", _utc_us("2026-01-12 23:00"))  # set back a day: Monday's stretch
+    assert monday is not None and monday[1].start_us == _utc_us("2026-01-12 22:00")
+    assert policy.window_end("#db", monday[0], monday[1].start_us, _utc_us("2026-01-12 23:00")) == monday[1].end_us
+    assert policy.window_end("#db", monday[0], monday[1].start_us, _utc_us("2026-01-13 07:00")) == 0, "ended"
+    assert policy.hold("#db", "db", _utc_us("2026-01-13 07:00"))[1].start_us == _utc_us("2026-01-13 22:00")
+    assert policy.hold("#other", "db", _utc_us("2026-01-13 23:00")) is None
