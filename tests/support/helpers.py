@@ -95,10 +95,14 @@ class RedisServer:
 
     def start(self) -> RedisServer:
         binary = need("redis-server")
+        config = None
+        if self.config:  # a copy of its own: Sentinel's CONFIG REWRITE must never touch the original
+            config = os.path.join(self.dir, "redis.conf")
+            shutil.copyfile(self.config, config)
         self.proc = subprocess.Popen(
             [
                 binary,
-                *([self.config] if self.config else []),
+                *([config] if config else []),
                 "--port",
                 str(self.port),
                 "--bind",
