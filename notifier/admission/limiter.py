@@ -12,6 +12,14 @@ call (or within ``FLUSH_DELAY``, and before ``/v1/stats`` answers). What it
 knows is kept per class of the global level (a full shared part does not mean a
 class with free reserved slots is refused) and per category.
 
+Alerts (events with a ``dedup_key``) are decided here too when the store told
+what their key is (see ``known.py``): a firing repeat of an alert known firing
+is answered ``duplicate`` with the first event's id, and a key known refused is
+refused while its level is known full. The repeats are counted in the store
+with the next call like local refusals (the alert's ``n``, last seen time and
+one edit of its message). A locally decided answer wrote nothing, so it never
+claims anything of the store (replication included).
+
 Bounded time: each event has a deadline (``NOTIFIER_REDIS_TIMEOUT`` after it
 arrived). A call carries the earliest deadline of its batch, in the store's
 clock, and the script does nothing past it; the limiter waits for the reply a
@@ -41,7 +49,8 @@ from ..settings import Settings
 from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
-from .batch import MAX_REMEMBERED, Pending, Protocol, Refused, ScriptResult, read_reply
+from .batch import MAX_REMEMBERED, Pending, Protocol, Refused, Repeat, Reply, ScriptResult, read_reply
+from .known import POLL_INTERVAL, AlertKey, KnownAlerts
 
 MAX_BATCH = 256
 MAX_WAITING = 4 * MAX_BATCH  # events waiting for the store; past it, 503 at once
@@ -55,6 +64,7 @@ OPEN_TRUST = 1.0  # seconds a category with room is believed to keep it, when an
 # storm is a local refusal: that path builds the tuple directly (all five fields given).
 _new_decision = tuple.__new__
 _DROPPED = Outcome.DROPPED
+_DUPLICATE = Outcome.DUPLICATE
 Block = tuple[float, str, str]  # a level known full: (until, "global" or "category", rule text)
 
 
@@ -74,8 +84,16 @@ class Limiter:
     """Decides each event against the global and category levels in one atomic call."""
 
     def __init__(
-        self, store: Store, scripts: Scripts, keys: Keys, settings: Settings, policy: Policy, edits: bool = True
+        self,
+        store: Store,
+        scripts: Scripts,
+        keys: Keys,
+        settings: Settings,
+        policy: Policy,
+        edits: bool = True,
+        alerts: bool = True,
     ) -> None:
+        """``alerts=False``: every event with a ``dedup_key`` goes to the store (tests compare)."""
         self._store, self._scripts, self._keys, self._settings = store, scripts, keys, settings
         self._shadow, self._edits = settings.shadow, edits
         self._budget = settings.redis_timeout / 1000
@@ -92,6 +110,9 @@ class Limiter:
         # Levels known full: a class index (the global level, for that class) or a category name.
         self._blocked: dict[int | str, Block] = {}
         self._open: dict[str, float] = {}  # categories known to have room, until then
+        self._known = KnownAlerts()
+        self._alerts = alerts
+        self._watcher: asyncio.Task[None] | None = None  # reads the alert epoch while alerts are known
         self.reload: Callable[[], Awaitable[None]] | None = None  # reads the policy again (overrides)
         self.policy = policy
 
@@ -107,10 +128,11 @@ class Limiter:
         self._longest_global = policy.global_longest_ms / 1000
         self._blocked.clear()
         self._open.clear()
+        self._known.clear()
 
     async def admit(self, event: Event) -> Decision:
         """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down."""
-        return self.refuse_locally(event) or await self.decide_in_store(event)
+        return self.decide_locally(event) or await self.decide_in_store(event)
 
     async def decide_in_store(self, event: Event) -> Decision:
         """Send ``event`` with the next batch to the script and wait for its answer."""
@@ -129,8 +151,8 @@ class Limiter:
             self._futures.pop(event_id, None)
 
     async def flush(self, timeout: float = 2.0) -> None:
-        """Write pending local refusals to the shared counters (waits at most ``timeout``)."""
-        if self._queue or self._refused or self._busy:
+        """Write pending local refusals and repeats to the store (waits at most ``timeout``)."""
+        if self._queue or self._refused or self._known.repeats or self._busy:
             self._idle.clear()
             self._schedule(0)
             with contextlib.suppress(asyncio.TimeoutError):
@@ -143,18 +165,41 @@ class Limiter:
         if self._timer is None and not self._busy:  # else a call is already due
             self._schedule(FLUSH_DELAY)
 
-    def refuse_locally(self, event: Event) -> Decision | None:
-        """The refusal of ``event`` when its levels are known well enough, else None (no I/O).
+    async def close(self) -> None:
+        """Stop reading the alert epoch."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+
+    def decide_locally(self, event: Event) -> Decision | None:
+        """The answer to ``event`` when this replica knows it as the store would, else None (no I/O)."""
+        if event.dedup_key is None:
+            return self._refusal(event, False) if self._blocked and not self._shadow else None
+        if event.status != "firing" or not self._alerts:
+            return None
+        key = (event.category, event.dedup_key)
+        first = self._known.duplicate(key, time.monotonic())
+        if first is not None:
+            if self._timer is None and not self._busy:  # else a call is already due
+                self._schedule(FLUSH_DELAY)
+            return _new_decision(Decision, (_DUPLICATE, first, "", "", 0.0))
+        if key in self._known.refused and self._blocked and not self._shadow:
+            return self._refusal(event, True)
+        return None
+
+    def _refusal(self, event: Event, keyed: bool) -> Decision | None:
+        """The refusal of ``event`` when its levels are known well enough, else None.
 
         Like the script, it names the level that stays full longer (global on a
         tie), so it refuses only when it knows both: the global level for the
         event's class, and the category (full, or with room while nothing can
-        fill it). A repeated dedup_key is answered "duplicate" before any limit
-        applies, which only the store knows: such events always go to it.
+        fill it). ``keyed``: the event's key is known refused, and stays so
+        while no firing event of it can be admitted anywhere; a category with
+        room could admit one of another class (a critical one), so then only
+        a category whose events all share one class will do.
         """
         blocked = self._blocked
-        if not blocked or event.dedup_key or self._shadow:
-            return None
         now = time.monotonic()
         category = event.category
         own = blocked.get(category)
@@ -167,6 +212,8 @@ class Limiter:
             else:
                 return None
         elif shared is not None and shared[0] > now and self._open.get(category, 0.0) > now:
+            if keyed and self._class_of and self._class_of(category, "critical") != self._class_of(category, "info"):
+                return None
             block = shared
         else:
             return None
@@ -188,35 +235,43 @@ class Limiter:
 
     def _start(self) -> None:
         self._timer = None
-        if not self._queue and not self._refused:
+        if not self._queue and not self._refused and not self._known.repeats:
             self._idle.set()
             return
         batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
         refused, self._refused = self._refused, {}
         self._busy = True
-        asyncio.get_running_loop().create_task(self._call(batch, refused, self._protocol))
+        asyncio.get_running_loop().create_task(self._call(batch, refused, self._known.take_repeats(), self._protocol))
 
-    async def _call(self, batch: list[Pending], refused: dict[tuple[str, str], int], protocol: Protocol) -> None:
+    async def _call(
+        self, batch: list[Pending], refused: dict[tuple[str, str], int], repeats: Repeats, protocol: Protocol
+    ) -> None:
         sent, failed = time.monotonic(), True
         try:
-            replies = await self._ask(batch, refused, protocol, sent)
+            replies = await self._ask(batch, refused, repeats, protocol, sent)
         except StoreUnavailable as exc:
+            self._known.give_back(repeats)
             self._fail(batch, refused, exc)
         except BaseException as exc:  # never leave a request waiting forever
+            self._known.give_back(repeats)
             self._fail(batch, refused, StoreUnavailable(repr(exc)))
             raise
         else:
             if isinstance(replies, Refused):
+                self._known.give_back(repeats)
                 await self._not_decided(batch, refused, replies)
             else:
                 failed = False
-                for item, result in zip(batch, replies, strict=True):
+                current = self._known.observe(replies.epoch, sent) and protocol is self._protocol
+                for item, result in zip(batch, replies.results, strict=True):
                     self._settle(item, result, sent, protocol)
+                    if item.event.dedup_key is not None:
+                        self._learn(item.event, result, sent, current)
         finally:
             self._busy = False
             if self._queue:
                 self._schedule(0)
-            elif self._refused:
+            elif self._refused or self._known.repeats:
                 # A store that is down is not asked 20 times a second just to count refusals
                 # (against a hung one, each attempt would hold up the next events for a timeout).
                 self._schedule(RETRY_DELAY if failed else FLUSH_DELAY)
@@ -224,13 +279,22 @@ class Limiter:
                 self._idle.set()
 
     async def _ask(
-        self, batch: list[Pending], refused: dict[tuple[str, str], int], protocol: Protocol, sent: float
-    ) -> list[ScriptResult] | Refused:
+        self,
+        batch: list[Pending],
+        refused: dict[tuple[str, str], int],
+        repeats: Repeats,
+        protocol: Protocol,
+        sent: float,
+    ) -> Reply | Refused:
         """One script call, bounded by the earliest deadline of the batch."""
         deadline = min((item.deadline for item in batch), default=sent + self._budget)
         if not self._store.clock_known:
             await self._store.sync_clock(self._keys.outbox)
-        keys, args = protocol.call(batch, refused, self._store.store_time_us(deadline))
+        groups = [
+            Repeat(self._keys.record(category, key), first, int(count), self._store.store_time_us(last))
+            for (category, key, first), (count, last) in repeats.items()
+        ]
+        keys, args = protocol.call(batch, refused, self._store.store_time_us(deadline), groups)
         timeout = deadline + REPLY_MARGIN - time.monotonic()
         return read_reply(await self._store.run(self._scripts.admit, keys, args, timeout))
 
@@ -255,9 +319,10 @@ class Limiter:
             self._refused[key] = self._refused.get(key, 0) + count
 
     def _fail(self, batch: list[Pending], refused: dict[tuple[str, str], int], exc: StoreUnavailable) -> None:
-        # The store may have restarted empty: what we knew about full levels is void.
+        # The store may have restarted empty: what we knew about full levels and alerts is void.
         self._blocked.clear()
         self._open.clear()
+        self._known.clear()
         self._give_back(refused)
         for item in batch:
             self._answer(item, exc)
@@ -320,6 +385,38 @@ class Limiter:
             # events) could fill it, so then the belief is kept for a short while only.
             alone = policy.class_of(category, "critical") == policy.class_of(category, "info")
             self._open[category] = sent + (gw if alone else min(gw, OPEN_TRUST))
+
+    def _learn(self, event: Event, result: ScriptResult, sent: float, current: bool) -> None:
+        """Note what the store said of the event's key (only forget, when the reply is not current)."""
+        key: AlertKey = (event.category, event.dedup_key or "")
+        if not self._alerts or event.status != "firing" or not current:
+            self._known.forget(key)  # a resolution here: its repeats may fire again
+        elif result.life_us:
+            self._known.learn_firing(key, result.id, sent + result.life_us / 1e6)
+            if self._watcher is None:
+                self._watcher = asyncio.get_running_loop().create_task(self._watch())
+        elif result.outcome == "dropped":
+            self._known.learn_refused(key)
+        else:
+            self._known.forget(key)
+
+    async def _watch(self) -> None:
+        """Read the alert epoch every ``POLL_INTERVAL`` while alerts are known firing."""
+        try:
+            while self._known.firing:
+                sent = time.monotonic()
+                try:
+                    epoch = await self._store.call(self._store.redis.get, self._keys.alert_epoch)
+                except StoreUnavailable:
+                    self._known.clear()
+                    return
+                self._known.observe(int(epoch or 0), sent)
+                await asyncio.sleep(POLL_INTERVAL)
+        finally:
+            self._watcher = None
+
+
+Repeats = dict[tuple[str, str, str], list[float]]
 
 
 def _rule_text(policy: Policy, category: str, level: str, rule: int) -> str:
