@@ -27,8 +27,8 @@ from __future__ import annotations
 from typing import TypeVar
 
 MAX_KEYS = 20_000
-POLL_INTERVAL = 0.025  # seconds between two reads of the alert epoch while an alert is known firing
-FRESH = 0.075  # seconds: a local 'duplicate' needs an epoch read sent this recently (the contract: 100 ms)
+POLL_INTERVAL = 0.02  # seconds between two reads of the alert epoch while an alert is known firing
+FRESH = 0.09  # seconds: a local "duplicate" needs an epoch read sent this recently (the contract: 100 ms)
 
 AlertKey = tuple[str, str]  # (category, dedup_key): an alert's record is per category
 RepeatKey = tuple[str, str, str]  # (category, dedup_key, first event id)
