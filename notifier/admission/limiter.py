@@ -112,7 +112,10 @@ class Limiter:
         self._open: dict[str, float] = {}  # categories known to have room, until then
         self._known = KnownAlerts()
         self._alerts = alerts
-        self._watcher: asyncio.Task[None] | None = None  # reads the alert epoch while alerts are known
+        # The alert epoch is read every POLL_INTERVAL while alerts are known firing: one short
+        # task per read, so nothing outlives the event loop when a read swallows a cancellation.
+        self._watcher: asyncio.Task[None] | None = None
+        self._next_read: asyncio.TimerHandle | None = None
         self.reload: Callable[[], Awaitable[None]] | None = None  # reads the policy again (overrides)
         self.policy = policy
 
@@ -167,6 +170,9 @@ class Limiter:
 
     async def close(self) -> None:
         """Stop reading the alert epoch."""
+        if self._next_read is not None:
+            self._next_read.cancel()
+            self._next_read = None
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -393,27 +399,32 @@ class Limiter:
             self._known.forget(key)  # a resolution here: its repeats may fire again
         elif result.life_us:
             self._known.learn_firing(key, result.id, sent + result.life_us / 1e6)
-            if self._watcher is None:
-                self._watcher = asyncio.get_running_loop().create_task(self._watch())
+            if self._watcher is None and self._next_read is None:
+                self._read_epoch()
         elif result.outcome == "dropped":
             self._known.learn_refused(key)
         else:
             self._known.forget(key)
 
+    def _read_epoch(self) -> None:
+        """Start one read of the alert epoch, while alerts are known firing."""
+        self._next_read = None
+        if self._known.firing:
+            self._watcher = asyncio.get_running_loop().create_task(self._watch())
+
     async def _watch(self) -> None:
-        """Read the alert epoch every ``POLL_INTERVAL`` while alerts are known firing."""
+        """Read the alert epoch once, then schedule the next read."""
+        sent = time.monotonic()
         try:
-            while self._known.firing:
-                sent = time.monotonic()
-                try:
-                    epoch = await self._store.call(self._store.redis.get, self._keys.alert_epoch)
-                except StoreUnavailable:
-                    self._known.clear()
-                    return
-                self._known.observe(int(epoch or 0), sent)
-                await asyncio.sleep(POLL_INTERVAL)
+            epoch = await self._store.call(self._store.redis.get, self._keys.alert_epoch)
+        except StoreUnavailable:
+            self._known.clear()
+            return
         finally:
             self._watcher = None
+        self._known.observe(int(epoch or 0), sent)
+        if self._known.firing and self._next_read is None:
+            self._next_read = asyncio.get_running_loop().call_later(POLL_INTERVAL, self._read_epoch)
 
 
 Repeats = dict[tuple[str, str, str], list[float]]

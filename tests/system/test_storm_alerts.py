@@ -16,8 +16,12 @@ import json
 import time
 
 import redis
+from builders import build_limiter
 from helpers import STORE_ONLY, Gateway, RedisServer, slack_env, wait_for
 from slack_standin import SlackStandin
+
+from notifier.models import Event, Outcome
+from notifier.settings import load_settings
 
 # 32 keys, 4 per category: db and web admit all theirs (and their reopens), tight 2, the rest 3;
 # the global level fills with the second reopens. Digests wait an hour: their counts are compared.
@@ -211,3 +215,31 @@ def test_seen_n_equals_the_repeats_sent_to_both_replicas(redis_url, tmp_path):
             assert a.get("/v1/stats")[1]["duplicates"] == repeats
     finally:
         slack.stop()
+
+
+async def test_a_key_refused_by_a_full_shared_part_is_not_refused_locally_when_another_class_fired_it(redis_url):
+    """With a critical reserve, a key refused at the global level can still be admitted as critical.
+
+    Replica ``a`` learns key K refused (the shared part of the global level is full, its
+    category has room); replica ``b`` admits K as a critical event (its reserved slot). A's
+    next firing repeat of K is a duplicate for the store, so ``a`` must not refuse it itself.
+    """
+    settings = load_settings(
+        redis_url=redis_url, global_limit="10/1h", category_limit="100/1h", critical_reserve="10%", digest_interval=0
+    )
+    a, store = build_limiter(settings)
+    b, _ = build_limiter(settings, store)
+    try:
+        for i in range(9):  # the shared part (10 - 1 reserved) is full
+            assert (await a.admit(Event(category="db", text=f"fill {i}"))).outcome == Outcome.ACCEPTED
+        key = Event(category="db", text="k", dedup_key="K")
+        assert (await a.admit(key)).outcome == Outcome.DROPPED
+        assert ("db", "K") in a._known.refused  # what a learnt
+        first = await b.admit(Event(category="db", text="k", dedup_key="K", severity="critical"))
+        assert first.outcome == Outcome.ACCEPTED
+        again = await a.admit(key)
+        assert (again.outcome, again.id) == (Outcome.DUPLICATE, first.id)
+    finally:
+        await a.close()
+        await b.close()
+        await store.close()
