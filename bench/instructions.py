@@ -1,6 +1,6 @@
 """CPU instructions per storm request, gateway vs bare aiohttp, counted by callgrind.
 
-    python bench/instructions.py [requests]
+    python bench/instructions.py [requests] [--scenario alerts-50]
 
 Requests/s on a shared 2-core machine swing by 15% between runs; instructions do
 not. Each server runs under ``valgrind --tool=callgrind`` with counting switched
@@ -10,7 +10,10 @@ The ratio baseline/gateway predicts the throughput ratio of ``storm.py`` on a
 quiet machine. Valgrind slows the server about 30 times, so work driven by
 the clock would run 30 times as often per request as it really does: the
 limiter's flush of local refusals (every 50 ms) is stretched to match, and
-background loops are measured in an idle window and taken off. Needs valgrind
+background loops are measured in an idle window and taken off; so are the alert
+epoch's read interval and freshness (a repeat is answered locally only after a
+recent read: unstretched, valgrind would send every repeat to the store).
+``--scenario`` picks the bodies of one of ``storm.py``'s scenarios. Needs valgrind
 (``apt-get install -y valgrind``).
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import re
 import shutil
 import subprocess
@@ -37,16 +41,27 @@ SLOWDOWN = 30  # about valgrind's slowdown of this Python code
 # `notifier serve` with the limiter's flush interval stretched by the same factor, so that
 # under valgrind it writes refusals to Redis as often per request as it does without.
 SERVE_SLOWED = (
-    "import sys, notifier.admission.limiter as limiter, notifier.cli as cli; "
-    f"limiter.FLUSH_DELAY *= {SLOWDOWN}; limiter.OPEN_TRUST *= {SLOWDOWN}; sys.exit(cli.main(['serve']))"
+    "import sys, notifier.admission.limiter as limiter, notifier.admission.known as known, notifier.cli as cli; "
+    f"limiter.FLUSH_DELAY *= {SLOWDOWN}; limiter.OPEN_TRUST *= {SLOWDOWN}; "
+    f"limiter.POLL_INTERVAL *= {SLOWDOWN}; known.FRESH *= {SLOWDOWN}; sys.exit(cli.main(['serve']))"
 )
-BODIES = [
+PLAIN = [
     storm_body.encode()
     for storm_body in (
         f'{{"category":"storm-{c}","text":"disk full on host-{c}","severity":"error","fields":{{"host":"h{c}"}}}}'
         for c in range(20)
     )
 ]
+BODIES = PLAIN
+
+
+def scenario_bodies(scenario: str) -> list[bytes]:
+    """The request bodies of one of ``storm.py``'s scenarios (as ``storm.lua`` sends them)."""
+    script_args = storm.SCENARIOS[scenario]
+    if not script_args:
+        return PLAIN
+    keys, links = int(script_args[0]), script_args[1:] == ["links"]
+    return [json.dumps(storm.alert_body(j, links), separators=(",", ":")).encode() for j in range(keys)]
 
 
 async def send(port: int, requests: int, connections: int = 8) -> None:
@@ -85,7 +100,7 @@ def count(pid: int, port: int, requests: int, out: str) -> tuple[float, float]:
     first measures their rate, and that much per second is taken off the storm
     window.
     """
-    asyncio.run(send(port, 400))  # warm-up: caches, batching state
+    asyncio.run(send(port, max(400, len(BODIES))))  # warm-up: caches, batching state, every alert key learnt
     callgrind_control(pid, "-i", "on")
     started = time.monotonic()
     time.sleep(IDLE_SECONDS)
@@ -121,7 +136,10 @@ def main() -> None:
     parser.add_argument("requests", type=int, nargs="?", default=4000)
     parser.add_argument("--only", choices=("gateway", "baseline"), help="count one server only")
     parser.add_argument("--reserves", action="store_true", help="the gateway with reserves (as storm.py's)")
+    parser.add_argument("--scenario", choices=list(storm.SCENARIOS), default="plain", help="storm.py's bodies")
     args = parser.parse_args()
+    global BODIES
+    BODIES = scenario_bodies(args.scenario)
     requests = args.requests
     if not shutil.which("valgrind"):
         sys.exit("valgrind not found: apt-get install -y valgrind")
@@ -157,6 +175,7 @@ def count_gateway(server: RedisServer, requests: int, out: str, reserves: bool) 
     ).start()
     client = redis.Redis.from_url(server.url)
     try:
+        storm.admit_alerts(gateway)
         storm.saturate(gateway)
         calls = storm.evalsha_stats(client)[0]
         result = count(gateway.proc.pid, gateway.port, requests, out)

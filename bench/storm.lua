@@ -1,9 +1,35 @@
 -- wrk script: POST one small event per request, cycling through 20 categories.
+--
+--   wrk ... -s storm.lua URL                 plain events (no dedup_key)
+--   wrk ... -s storm.lua URL -- KEYS [links] alerts: KEYS distinct dedup_keys (key j in
+--                                            category j % 20), with two links when "links"
 local bodies, i = {}, 0
-for c = 0, 19 do
-  bodies[c + 1] = string.format(
+
+local function plain(c)
+  return string.format(
     '{"category":"storm-%d","text":"disk full on host-%d","severity":"error","fields":{"host":"h%d"}}', c, c, c)
 end
+
+local function alert(j, links)
+  local c = j % 20
+  local extra = ''
+  if links then
+    extra = string.format(',"links":[{"text":"Runbook","url":"https://runbooks.example.com/disk-full"},'
+      .. '{"text":"Dashboard","url":"https://grafana.example.com/d/hosts?var-host=h%d"}]', j)
+  end
+  return string.format('{"category":"storm-%d","text":"disk full on host-%d","severity":"error",'
+    .. '"fields":{"host":"h%d"},"dedup_key":"%s-%d"%s}', c, j, j, links and "linked" or "disk", j, extra)
+end
+
+function init(args)
+  local keys, links = tonumber(args[1] or "0"), args[2] == "links"
+  if keys > 0 then
+    for j = 0, keys - 1 do bodies[j + 1] = alert(j, links) end
+  else
+    for c = 0, 19 do bodies[c + 1] = plain(c) end
+  end
+end
+
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 request = function()

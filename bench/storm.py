@@ -2,10 +2,16 @@
 
     python bench/storm.py            # 5 alternating rounds of 5 s each
     python bench/storm.py --quick    # 3 rounds of 2 s
+    python bench/storm.py --gateway-command /other/venv/bin/notifier   # another build ("before")
 
 Starts its own redis-server on a free port, one gateway (real Redis, 20 categories,
 limits saturated first so nearly every event is refused) and ``bench/baseline.py``,
 then loads them in turn with wrk (``apt-get install -y wrk``) and prints medians.
+Scenarios, each measured beside the baseline with the same bodies: ``plain`` (no
+dedup_key), and alert storms where every event has a dedup_key: ``alerts-50`` (50
+keys, all admitted before the storm: every event a duplicate), ``alerts-5000``
+(5,000 keys: the same 50 admitted ones, the rest refused while the levels are full)
+and ``links-50`` (50 other admitted keys, each event with two links).
 Also measures, in the same run: admit.lua with a batch of 1 vs a plain PING from
 redis-py, Redis CPU per decision (INFO commandstats) and memory per tracked event.
 Servers are pinned to core 0, wrk and Redis to the last core (when taskset exists),
@@ -32,6 +38,8 @@ import redis  # noqa: E402
 from helpers import Gateway, RedisServer, free_port, http, wait_for  # noqa: E402
 
 CATEGORIES = [f"storm-{c}" for c in range(20)]
+# Scenario -> the wrk script's arguments (see storm.lua): distinct dedup_keys, links.
+SCENARIOS = {"plain": [], "alerts-50": ["50"], "alerts-5000": ["5000"], "links-50": ["50", "links"]}
 
 
 def pin(core: int) -> list[str]:
@@ -39,11 +47,12 @@ def pin(core: int) -> list[str]:
     return ["taskset", "-c", str(core)] if shutil.which("taskset") and os.cpu_count() > 1 else []
 
 
-def wrk(url: str, seconds: float, connections: int) -> float:
+def wrk(url: str, seconds: float, connections: int, script_args: list[str]) -> float:
     """Requests/s of one wrk run against ``url`` with the storm script."""
     core = (os.cpu_count() or 1) - 1
     out = subprocess.run(
-        [*pin(core), "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", str(HERE / "storm.lua"), url],
+        [*pin(core), "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", str(HERE / "storm.lua"), url]
+        + (["--", *script_args] if script_args else []),
         capture_output=True,
         text=True,
         check=True,
@@ -67,6 +76,31 @@ def _answers(url: str) -> bool:
         return http("POST", url + "/v1/events", {"category": "x", "text": "y"}, timeout=1)[0] == 202
     except OSError:
         return False
+
+
+def alert_body(j: int, links: bool = False) -> dict:
+    """The alert body storm.lua sends for key ``j``."""
+    body = {
+        "category": CATEGORIES[j % 20],
+        "text": f"disk full on host-{j}",
+        "severity": "error",
+        "fields": {"host": f"h{j}"},
+        "dedup_key": f"{'linked' if links else 'disk'}-{j}",
+    }
+    if links:
+        body["links"] = [
+            {"text": "Runbook", "url": "https://runbooks.example.com/disk-full"},
+            {"text": "Dashboard", "url": f"https://grafana.example.com/d/hosts?var-host=h{j}"},
+        ]
+    return body
+
+
+def admit_alerts(gateway: Gateway) -> None:
+    """Admit the 50 keys of ``alerts-50`` and of ``links-50`` (100 events: the global level is full)."""
+    for links in (False, True):
+        for j in range(50):
+            status, body, _ = gateway.post(alert_body(j, links))
+            assert status in (202, 429), body  # with reserves, the shared part fills first
 
 
 def saturate(gateway: Gateway) -> None:
@@ -96,22 +130,30 @@ def process_cpu(pid: int) -> float:
 
 
 def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args) -> dict:
-    """Alternate the servers' rounds; collect rates, CPU per request, Redis cost per decision."""
-    rates = {name: [] for name in servers}
-    cpu_us = {name: [] for name in servers}
-    redis_cost = {name: dict(calls=0, usec=0, decisions=0, refused=0, cpu=0.0) for name in servers}
-    names = list(servers)
+    """Alternate the servers' rounds; collect rates, CPU per request, Redis cost per decision.
+
+    Results are keyed by run: the server's name for the plain storm, ``name scenario`` else.
+    """
+    runs = [(name, "plain") for name in servers] + [
+        (name, scenario) for scenario in list(SCENARIOS)[1:] for name in ("gateway", "baseline")
+    ]
+    runs = [run for run in runs if run[1] in args.scenarios]
+    label = {run: run[0] if run[1] == "plain" else f"{run[0]} {run[1]}" for run in runs}
+    rates = {label[run]: [] for run in runs}
+    cpu_us = {label[run]: [] for run in runs}
+    redis_cost = {label[run]: dict(calls=0, usec=0, decisions=0, refused=0, cpu=0.0) for run in runs}
     for round_ in range(args.rounds):
         # ABBA order: a load drifting over the run favours no server.
-        for name in names if round_ % 2 == 0 else names[::-1]:
-            url, pid = servers[name]
+        for run in runs if round_ % 2 == 0 else runs[::-1]:
+            name = label[run]
+            url, pid = servers[run[0]]
             before, cpu0, own0 = evalsha_stats(client), redis_cpu(client), process_cpu(pid)
-            rate, total, non2xx = wrk(url + "/v1/events", args.seconds, args.connections)
+            rate, total, non2xx = wrk(url + "/v1/events", args.seconds, args.connections, SCENARIOS[run[1]])
             after, cpu1, own1 = evalsha_stats(client), redis_cpu(client), process_cpu(pid)
             rates[name].append(rate)
             cpu_us[name].append((own1 - own0) / max(1, total) * 1e6)
             print(
-                f"  {name:8} {rate:9.0f} req/s  {cpu_us[name][-1]:6.1f} us CPU/request  ({non2xx} of {total} not 2xx)",
+                f"  {name:20} {rate:9.0f} req/s  {cpu_us[name][-1]:6.1f} us CPU/request  ({non2xx} of {total} not 2xx)",
                 flush=True,
             )
             cost = redis_cost[name]
@@ -147,6 +189,7 @@ async def script_vs_ping(url: str, prefix: str, limit: str, n: int, prefill: int
             "admit",
             lambda i: limiter._ask(
                 [Pending(Event(category=CATEGORIES[i % 20], text="bench"), f"{prefix}-{i}", time.monotonic() + 5)],
+                {},
                 {},
                 limiter._protocol,
                 time.monotonic(),
@@ -197,7 +240,10 @@ def main() -> None:
     parser.add_argument(
         "--quiet-hours", action="store_true", help="the gateways with quiet hours for every channel, not in force"
     )
+    parser.add_argument("--gateway-command", help="the notifier command to bench (default: the installed one)")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated, of: " + ", ".join(SCENARIOS))
     args = parser.parse_args()
+    args.scenarios = args.scenarios.split(",")
     if args.quick:
         args.rounds, args.seconds = 3, 2
     if not shutil.which("wrk"):
@@ -210,10 +256,14 @@ def main() -> None:
     limits = {"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"}
     if args.quiet_hours:
         limits["NOTIFIER_QUIET_HOURS"] = quiet_hours_later()
-    gateway = Gateway(limits, wrapper=pin(0)).start()
-    reserves = Gateway({**limits, **RESERVES, "NOTIFIER_KEY_PREFIX": "reserves"}, wrapper=pin(0)).start()
+    command = [args.gateway_command, "serve"] if args.gateway_command else None
+    gateway = Gateway(limits, wrapper=pin(0), command=command).start()
+    reserves = Gateway(
+        {**limits, **RESERVES, "NOTIFIER_KEY_PREFIX": "reserves"}, wrapper=pin(0), command=command
+    ).start()
     baseline, baseline_url = start_baseline()
     try:
+        admit_alerts(gateway)
         saturate(gateway)
         saturate(reserves)
         print(
@@ -255,23 +305,27 @@ def main() -> None:
 def report(
     r: dict, stats: dict, refusing: dict, refusing_reserves: dict, admitting: dict, mem: float, tracked: int, args
 ) -> None:
-    base = statistics.median(r["rates"]["baseline"])
-    print(f"\nbaseline  {base:9.0f} req/s (median)")
-    for name in ("gateway", "reserves"):
+    print()
+    for name in r["rates"]:
+        if name.startswith("baseline"):
+            continue
+        scenario = name.partition(" ")[2]
+        against = f"baseline {scenario}" if scenario else "baseline"
+        base = statistics.median(r["rates"][against])
         rate = statistics.median(r["rates"][name])
-        per_round = statistics.median(g / b for g, b in zip(r["rates"][name], r["rates"]["baseline"], strict=True))
-        cpu, base_cpu = statistics.median(r["cpu_us"][name]), statistics.median(r["cpu_us"]["baseline"])
+        per_round = statistics.median(g / b for g, b in zip(r["rates"][name], r["rates"][against], strict=True))
+        cpu, base_cpu = statistics.median(r["cpu_us"][name]), statistics.median(r["cpu_us"][against])
         cost = r["redis"][name]
         print(
-            f"{name:9} {rate:9.0f} req/s (median), ratio {rate / base:.2f} (median of per-round ratios "
-            f"{per_round:.2f}); CPU {cpu:.1f} us/request vs {base_cpu:.1f}"
+            f"{name:20} {rate:9.0f} req/s (median), baseline {base:.0f}, ratio {rate / base:.2f} (median of "
+            f"per-round ratios {per_round:.2f}); CPU {cpu:.1f} us/request vs {base_cpu:.1f}"
         )
         print(
-            f"          {cost['decisions'] / (args.rounds * args.seconds):.0f} decisions/s, "
+            f"{'':20} {cost['decisions'] / (args.rounds * args.seconds):.0f} decisions/s, "
             f"{cost['refused'] / max(1, cost['decisions']):.1%} refused, {cost['calls']} EVALSHA "
             f"({cost['decisions'] / max(1, cost['calls']):.0f} decisions per call), "
             f"{cost['usec'] / max(1, cost['decisions']):.3f} us script time and "
-            f"{cost['cpu'] / max(1, cost['decisions']) * 1e6:.2f} us Redis CPU per decision"
+            f"{cost['cpu'] / max(1, cost['decisions']) * 1e6:.2f} us Redis CPU per request"
         )
     print(f"stats     dropped={stats.get('dropped')} (gateway)")
     print(

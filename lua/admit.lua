@@ -29,7 +29,11 @@
 --   window, channel, start, end, since, n held, dropped), its counts per category (hash,
 --   capped like digests), its latest plain events (list of entries, newest first, at most
 --   LATEST) and its held alerts (set of record keys). handover.lua empties it.
+-- KEYS[13+K] the alert epoch (string, a counter): bumped whenever a firing alert stops
+--   firing here (a resolution), so replicas that answer repeats themselves forget
+--   what they knew (see "Repeats decided on a replica" below)
 -- then per group of refusals, 1 key: the suppressed counts (hash) of its channel
+-- then per group of repeats, 1 key: the alert's record
 -- then per event, 3 keys: category log, alert record (hash; any key of the slot
 --   when the event has no dedup_key), suppressed counts of its channel
 --
@@ -61,6 +65,8 @@
 -- then R, the number of groups of refusals a replica decided itself (the level was
 --   known full), and per group: category, channel, level, count, hold (4 values, below).
 --   Only counted (in the held summary when the window holds, else in the digest).
+-- then D, the number of groups of repeats a replica answered 'duplicate' itself, and
+--   per group: the alert's first event id, count, time of the last one (us)
 -- then per event: id, category, channel, class (0 = none, else 1..K), mode (0 = no
 --   dedup_key, 1 = firing, 2 = resolved), hold: the window of its channel in force or
 --   next (name, '' = none; start us; end us; the pair id of (channel, window, start),
@@ -70,8 +76,11 @@
 --   none), C (number of category rules), then C pairs: limit, window in us
 --
 -- Returns {'expired'} or {'stale', version} when nothing was done; else one entry
---   per event, none per group of refusals: {outcome, id, level, global wait in us,
---   global rule index, category wait in us, category rule index}. outcome is
+--   per event, none per group of refusals or repeats: {outcome, id, level, global wait
+--   in us, global rule index, category wait in us, category rule index, life}, then
+--   the alert epoch as it was when the call began (an integer). life is, for a firing
+--   event whose alert is firing after it (accepted, reopened, duplicate), how long its
+--   record lives on (us), else 0. outcome is
 --   'accepted', 'dropped', 'duplicate', 'resolved' or 'reopened' (id is then the
 --   alert's first event's), or 'shadow' (would be dropped, admitted in shadow mode); level is
 --   the refusing level, the one that stays full longer (global on a tie); a
@@ -307,6 +316,8 @@ local function count_drop(category, level, sup_key, channel, n, held)
 end
 
 local OPEN, ENDS, INDEX = KEYS[9 + K], KEYS[10 + K], KEYS[11 + K]
+local EPOCH = KEYS[13 + K]
+local epoch_at_start = tonumber(redis.call('GET', EPOCH) or '0')
 
 -- A firing alert is open until it is resolved or its record expires.
 local function opened(rec, first, longest)
@@ -428,6 +439,7 @@ local function known_alert(e)
     redis.call('HSET', e.rec, 'resolved', '1', 'rat', int(now))  -- 'last' stays the last firing event's time
     touch(e.rec)
     closed(e.rec)
+    redis.call('INCR', EPOCH)  -- replicas that know this alert firing must forget it
     -- A held alert's resolution posts nothing (nothing was posted): its hand-over counts it.
     if not redis.call('HGET', e.rec, 'held') then redis.call('XADD', KEYS[2], '*', 'e', e.reply) end
     redis.call('HINCRBY', KEYS[3], 'resolved', 1)
@@ -438,6 +450,36 @@ local function known_alert(e)
   redis.call('HINCRBY', KEYS[3], 'duplicate', 1)
   return {'duplicate', first, '', 0, 0, 0, 0}
 end
+
+-- Repeats decided on a replica ------------------------------------------------------
+-- A replica that knows an alert firing answers its firing repeats 'duplicate' itself and
+-- sends them here in groups: N repeats, the last at T. Applied as the store would have
+-- applied each: counted as duplicates, the record's n and last, one edit of its message.
+-- A record that is gone or holds another alert (its first id differs) is only counted.
+-- The epoch returned with every reply, and read by replicas between calls, tells them
+-- when what they know may be out of date.
+local function apply_repeats(at_, k_)
+  local count = tonumber(ARGV[at_])
+  at_ = at_ + 1
+  for _ = 1, count do
+    local rec, first, n, last = KEYS[k_], ARGV[at_], tonumber(ARGV[at_ + 1]), math.min(tonumber(ARGV[at_ + 2]), now)
+    redis.call('HINCRBY', KEYS[3], 'duplicate', n)
+    if redis.call('HGET', rec, 'id') == first then
+      redis.call('HINCRBY', rec, 'n', n)
+      if last > tonumber(redis.call('HGET', rec, 'last') or '0') then redis.call('HSET', rec, 'last', int(last)) end
+      touch(rec)
+    end
+    at_, k_ = at_ + 3, k_ + 1
+  end
+  return at_, k_
+end
+
+-- How long the record of a firing event's alert lives on, when the alert is firing after it.
+local function life_of(e, outcome)
+  if e.mode ~= 1 or (outcome ~= 'accepted' and outcome ~= 'reopened' and outcome ~= 'duplicate') then return 0 end
+  return math.max(0, redis.call('PTTL', e.rec)) * 1000
+end
+-- --------------------------------------------------------------------------------------
 
 local function decide(e)
   local cat_rules, cat_longest, next_at = read_rules(e.rules_at)
@@ -463,12 +505,13 @@ local function decide(e)
   return {outcome, e.id, level, gw, grule, cw, crule}, next_at
 end
 
-local k = 13 + K
+local k = 14 + K
 for _ = 1, groups do
   local held = held_in(ARGV[at + 1], ARGV[at + 4], tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6]), ARGV[at + 7])
   count_drop(ARGV[at], ARGV[at + 2], KEYS[k], ARGV[at + 1], tonumber(ARGV[at + 3]), held)
   at, k = at + 8, k + 1
 end
+at, k = apply_repeats(at, k)
 
 local results = {}
 while at <= #ARGV do
@@ -479,7 +522,11 @@ while at <= #ARGV do
   at = at + 10
   if e.mode == 2 then e.reply, at = ARGV[at], at + 1 end
   e.cat_until, e.rules_at = tonumber(ARGV[at]), at + 1
-  results[#results + 1], at = decide(e)
+  local result
+  result, at = decide(e)
+  result[8] = life_of(e, result[1])
+  results[#results + 1] = result
   k = k + 3
 end
+results[#results + 1] = epoch_at_start
 return results

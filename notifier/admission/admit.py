@@ -32,8 +32,9 @@ class Admission:
     async def decide(self, event: Event) -> Decision:
         """Run one event through the limiter and count the outcome."""
         started = time.perf_counter()
-        # In a storm nearly every event meets a level known to be full: no await, no round trip.
-        decision = self.limiter.refuse_locally(event)
+        # In a storm nearly every event meets a level known to be full, or repeats an alert
+        # known firing: no await, no round trip.
+        decision = self.limiter.decide_locally(event)
         if decision is None:
             try:
                 decision = await self.limiter.decide_in_store(event)

@@ -8,6 +8,7 @@ and reads the reply into named records.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -42,12 +43,29 @@ class ScriptResult(NamedTuple):
     global_rule: int  # index from 1 of the global rule that stays full longest; 0 = none
     category_wait_us: int
     category_rule: int
+    life_us: int = 0  # a firing alert's remaining life after this event (us), else 0
 
     @classmethod
     def of(cls, reply: list[Any]) -> ScriptResult:
         outcome, first_id, level = (as_text(v) for v in reply[:3])
-        gw, grule, cw, crule = (int(v) for v in reply[3:7])
-        return cls(outcome, first_id, level, gw, grule, cw, crule)
+        gw, grule, cw, crule, life = (int(v) for v in reply[3:8])
+        return cls(outcome, first_id, level, gw, grule, cw, crule, life)
+
+
+class Reply(NamedTuple):
+    """A call's results, one per event, and the alert epoch when the call began."""
+
+    results: list[ScriptResult]
+    epoch: int
+
+
+class Repeat(NamedTuple):
+    """Firing repeats of one alert answered ``duplicate`` by a replica, to count in the store."""
+
+    record: str  # the alert's record key
+    first_id: str
+    times: int
+    last_us: int  # when the last one came, in the store's clock
 
 
 class Refused(NamedTuple):
@@ -93,6 +111,7 @@ class Protocol:
             *(keys.class_log(c) for c in classes),
             *keys.alert_keys,
             keys.held_pairs,
+            keys.alert_epoch,
         ]
         rules = policy.rules_for(GLOBAL)
         reserves = [reserve.slots(rule) for reserve in policy.reserves for rule in rules]
@@ -115,9 +134,14 @@ class Protocol:
         return known
 
     def call(
-        self, batch: list[Pending], refused: dict[tuple[str, str], int], deadline_us: int, now_us: int
+        self,
+        batch: list[Pending],
+        refused: dict[tuple[str, str], int],
+        deadline_us: int,
+        now_us: int,
+        repeats: Sequence[Repeat] = (),
     ) -> tuple[list[str], list[Any]]:
-        """The keys and arguments of one call: refusals counted here, then the batch in order.
+        """The keys and arguments of one call: refusals and repeats counted here, then the batch in order.
 
         ``now_us`` (the store's clock, as last sampled) picks each channel's window in force
         or next; the script decides by its own clock whether it holds.
@@ -136,6 +160,10 @@ class Protocol:
             known = self.category(category)
             keys.append(known.suppressed_key)
             args += [category, known.channel, level, count, *self._hold(known.channel, category, "", now_us)]
+        args.append(len(repeats))
+        for repeat in repeats:
+            keys.append(repeat.record)
+            args += [repeat.first_id, repeat.times, repeat.last_us]
         received = time.time()
         for item in batch:
             self._event_args(item, received, now_us, keys, args)
@@ -178,8 +206,8 @@ class Protocol:
         args += known.args
 
 
-def read_reply(reply: list[Any]) -> list[ScriptResult] | Refused:
-    """The script's reply as one result per event, or why it decided nothing."""
-    if reply and not isinstance(reply[0], list):
+def read_reply(reply: list[Any]) -> Reply | Refused:
+    """The script's reply as one result per event and the epoch, or why it decided nothing."""
+    if isinstance(reply[0], (bytes, str)):
         return Refused(as_text(reply[0]))
-    return [ScriptResult.of(item) for item in reply]
+    return Reply([ScriptResult.of(item) for item in reply[:-1]], int(reply[-1]))

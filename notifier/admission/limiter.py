@@ -12,6 +12,14 @@ call (or within ``FLUSH_DELAY``, and before ``/v1/stats`` answers). What it
 knows is kept per class of the global level (a full shared part does not mean a
 class with free reserved slots is refused) and per category.
 
+Alerts (events with a ``dedup_key``) are decided here too when the store told
+what their key is (see ``known.py``): a firing repeat of an alert known firing
+is answered ``duplicate`` with the first event's id, and a key known refused is
+refused while its level is known full. The repeats are counted in the store
+with the next call like local refusals (the alert's ``n``, last seen time and
+one edit of its message). A locally decided answer wrote nothing, so it never
+claims anything of the store (replication included).
+
 Bounded time: each event has a deadline (``NOTIFIER_REDIS_TIMEOUT`` after it
 arrived). A call carries the earliest deadline of its batch, in the store's
 clock, and the script does nothing past it; the limiter waits for the reply a
@@ -48,7 +56,8 @@ from ..settings import Settings
 from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
-from .batch import MAX_REMEMBERED, Pending, Protocol, Refused, ScriptResult, read_reply
+from .batch import MAX_REMEMBERED, Pending, Protocol, Refused, Repeat, Reply, ScriptResult, read_reply
+from .known import POLL_INTERVAL, AlertKey, KnownAlerts
 
 MAX_BATCH = 256
 MAX_WAITING = 4 * MAX_BATCH  # events waiting for the store; past it, 503 at once
@@ -62,6 +71,7 @@ OPEN_TRUST = 1.0  # seconds a category with room is believed to keep it, when an
 # storm is a local refusal: that path builds the tuple directly (all five fields given).
 _new_decision = tuple.__new__
 _DROPPED = Outcome.DROPPED
+_DUPLICATE = Outcome.DUPLICATE
 Block = tuple[float, str, str]  # a level known full: (until, "global" or "category", rule text)
 
 
@@ -81,8 +91,16 @@ class Limiter:
     """Decides each event against the global and category levels in one atomic call."""
 
     def __init__(
-        self, store: Store, scripts: Scripts, keys: Keys, settings: Settings, policy: Policy, edits: bool = True
+        self,
+        store: Store,
+        scripts: Scripts,
+        keys: Keys,
+        settings: Settings,
+        policy: Policy,
+        edits: bool = True,
+        alerts: bool = True,
     ) -> None:
+        """``alerts=False``: every event with a ``dedup_key`` goes to the store (tests compare)."""
         self._store, self._scripts, self._keys, self._settings = store, scripts, keys, settings
         self._shadow, self._edits = settings.shadow, edits
         self._budget = settings.redis_timeout / 1000
@@ -99,6 +117,12 @@ class Limiter:
         # Levels known full: a class index (the global level, for that class) or a category name.
         self._blocked: dict[int | str, Block] = {}
         self._open: dict[str, float] = {}  # categories known to have room, until then
+        self._known = KnownAlerts()
+        self._alerts = alerts
+        # The alert epoch is read every POLL_INTERVAL while alerts are known firing: one short
+        # task per read, so nothing outlives the event loop when a read swallows a cancellation.
+        self._watcher: asyncio.Task[None] | None = None
+        self._next_read: asyncio.TimerHandle | None = None
         self.reload: Callable[[], Awaitable[None]] | None = None  # reads the policy again (overrides)
         self.policy = policy
 
@@ -114,10 +138,11 @@ class Limiter:
         self._longest_global = policy.global_longest_ms / 1000
         self._blocked.clear()
         self._open.clear()
+        self._known.clear()
 
     async def admit(self, event: Event) -> Decision:
         """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down."""
-        return self.refuse_locally(event) or await self.decide_in_store(event)
+        return self.decide_locally(event) or await self.decide_in_store(event)
 
     async def decide_in_store(self, event: Event) -> Decision:
         """Send ``event`` with the next batch to the script and wait for its answer."""
@@ -136,8 +161,8 @@ class Limiter:
             self._futures.pop(event_id, None)
 
     async def flush(self, timeout: float = 2.0) -> None:
-        """Write pending local refusals to the shared counters (waits at most ``timeout``)."""
-        if self._queue or self._refused or self._busy:
+        """Write pending local refusals and repeats to the store (waits at most ``timeout``)."""
+        if self._queue or self._refused or self._known.repeats or self._busy:
             self._idle.clear()
             self._schedule(0)
             with contextlib.suppress(asyncio.TimeoutError):
@@ -150,18 +175,44 @@ class Limiter:
         if self._timer is None and not self._busy:  # else a call is already due
             self._schedule(FLUSH_DELAY)
 
-    def refuse_locally(self, event: Event) -> Decision | None:
-        """The refusal of ``event`` when its levels are known well enough, else None (no I/O).
+    async def close(self) -> None:
+        """Stop reading the alert epoch."""
+        if self._next_read is not None:
+            self._next_read.cancel()
+            self._next_read = None
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+
+    def decide_locally(self, event: Event) -> Decision | None:
+        """The answer to ``event`` when this replica knows it as the store would, else None (no I/O)."""
+        if event.dedup_key is None:
+            return self._refusal(event, False) if self._blocked and not self._shadow else None
+        if event.status != "firing" or not self._alerts:
+            return None
+        key = (event.category, event.dedup_key)
+        first = self._known.duplicate(key, time.monotonic())
+        if first is not None:
+            if self._timer is None and not self._busy:  # else a call is already due
+                self._schedule(FLUSH_DELAY)
+            return _new_decision(Decision, (_DUPLICATE, first, "", "", 0.0))
+        if key in self._known.refused and self._blocked and not self._shadow:
+            return self._refusal(event, True)
+        return None
+
+    def _refusal(self, event: Event, keyed: bool) -> Decision | None:
+        """The refusal of ``event`` when its levels are known well enough, else None.
 
         Like the script, it names the level that stays full longer (global on a
         tie), so it refuses only when it knows both: the global level for the
         event's class, and the category (full, or with room while nothing can
-        fill it). A repeated dedup_key is answered "duplicate" before any limit
-        applies, which only the store knows: such events always go to it.
+        fill it). ``keyed``: the event's key is known refused, and stays so
+        while no firing event of it can be admitted anywhere; a category with
+        room could admit one of another class (a critical one), so then only
+        a category whose events all share one class will do.
         """
         blocked = self._blocked
-        if not blocked or event.dedup_key or self._shadow:
-            return None
         now = time.monotonic()
         category = event.category
         own = blocked.get(category)
@@ -174,6 +225,8 @@ class Limiter:
             else:
                 return None
         elif shared is not None and shared[0] > now and self._open.get(category, 0.0) > now:
+            if keyed and self._class_of and self._class_of(category, "critical") != self._class_of(category, "info"):
+                return None
             block = shared
         else:
             return None
@@ -195,39 +248,48 @@ class Limiter:
 
     def _start(self) -> None:
         self._timer = None
-        if not self._queue and not self._refused:
+        if not self._queue and not self._refused and not self._known.repeats:
             self._idle.set()
             return
         batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
         refused, self._refused = self._refused, {}
         self._busy = True
-        asyncio.get_running_loop().create_task(self._call(batch, refused, self._protocol))
+        asyncio.get_running_loop().create_task(self._call(batch, refused, self._known.take_repeats(), self._protocol))
 
-    async def _call(self, batch: list[Pending], refused: dict[tuple[str, str], int], protocol: Protocol) -> None:
+    async def _call(
+        self, batch: list[Pending], refused: dict[tuple[str, str], int], repeats: Repeats, protocol: Protocol
+    ) -> None:
         sent, failed = time.monotonic(), True
         try:
-            asked = await self._ask(batch, refused, protocol, sent)
+            asked = await self._ask(batch, refused, repeats, protocol, sent)
         except StoreUnavailable as exc:
+            self._known.give_back(repeats)
             self._fail(batch, refused, exc)
         except BaseException as exc:  # never leave a request waiting forever
+            self._known.give_back(repeats)
             self._fail(batch, refused, StoreUnavailable(repr(exc)))
             raise
         else:
             if isinstance(asked, Refused):
+                self._known.give_back(repeats)
                 await self._not_decided(batch, refused, asked)
             else:
                 failed = False
-                replies, replicated = asked
-                for item, result in zip(batch, replies, strict=True):
+                reply, replicated = asked
+                # Only what N replicas hold is learned: a repeat answered here claims its first event.
+                current = self._known.observe(reply.epoch, sent) and protocol is self._protocol and replicated
+                for item, result in zip(batch, reply.results, strict=True):
                     if replicated or result.outcome in ("dropped", "shadow"):
                         self._settle(item, result, sent, protocol)
                     else:
                         self._answer(item, NotReplicated(result.id))
+                    if item.event.dedup_key is not None:
+                        self._learn(item.event, result, sent, current)
         finally:
             self._busy = False
             if self._queue:
                 self._schedule(0)
-            elif self._refused:
+            elif self._refused or self._known.repeats:
                 # A store that is down is not asked 20 times a second just to count refusals
                 # (against a hung one, each attempt would hold up the next events for a timeout).
                 self._schedule(RETRY_DELAY if failed else FLUSH_DELAY)
@@ -235,13 +297,23 @@ class Limiter:
                 self._idle.set()
 
     async def _ask(
-        self, batch: list[Pending], refused: dict[tuple[str, str], int], protocol: Protocol, sent: float
-    ) -> tuple[list[ScriptResult], bool] | Refused:
+        self,
+        batch: list[Pending],
+        refused: dict[tuple[str, str], int],
+        repeats: Repeats,
+        protocol: Protocol,
+        sent: float,
+    ) -> tuple[Reply, bool] | Refused:
         """One script call, bounded by the earliest deadline of the batch; True when N replicas hold it."""
         deadline = min((item.deadline for item in batch), default=sent + self._budget)
         if not self._store.clock_known:
             await self._store.sync_clock(self._keys.outbox)
-        keys, args = protocol.call(batch, refused, self._store.store_time_us(deadline), self._store.store_time_us(sent))
+        groups = [
+            Repeat(self._keys.record(category, key), first, int(count), self._store.store_time_us(last))
+            for (category, key, first), (count, last) in repeats.items()
+        ]
+        now_us = self._store.store_time_us(sent)
+        keys, args = protocol.call(batch, refused, self._store.store_time_us(deadline), now_us, groups)
         timeout = deadline + REPLY_MARGIN - time.monotonic()
         replicas = self._store.min_replicas
         if not replicas or not batch:  # counting local refusals claims nothing: no need to wait
@@ -284,9 +356,10 @@ class Limiter:
             self._refused[key] = self._refused.get(key, 0) + count
 
     def _fail(self, batch: list[Pending], refused: dict[tuple[str, str], int], exc: StoreUnavailable) -> None:
-        # The store may have restarted empty: what we knew about full levels is void.
+        # The store may have restarted empty: what we knew about full levels and alerts is void.
         self._blocked.clear()
         self._open.clear()
+        self._known.clear()
         self._give_back(refused)
         for item in batch:
             self._answer(item, exc)
@@ -349,6 +422,43 @@ class Limiter:
             # events) could fill it, so then the belief is kept for a short while only.
             alone = policy.class_of(category, "critical") == policy.class_of(category, "info")
             self._open[category] = sent + (gw if alone else min(gw, OPEN_TRUST))
+
+    def _learn(self, event: Event, result: ScriptResult, sent: float, current: bool) -> None:
+        """Note what the store said of the event's key (only forget, when the reply is not current)."""
+        key: AlertKey = (event.category, event.dedup_key or "")
+        if not self._alerts or event.status != "firing" or not current:
+            self._known.forget(key)  # a resolution here: its repeats may fire again
+        elif result.life_us:
+            self._known.learn_firing(key, result.id, sent + result.life_us / 1e6)
+            if self._watcher is None and self._next_read is None:
+                self._read_epoch()
+        elif result.outcome == "dropped":
+            self._known.learn_refused(key)
+        else:
+            self._known.forget(key)
+
+    def _read_epoch(self) -> None:
+        """Start one read of the alert epoch, while alerts are known firing."""
+        self._next_read = None
+        if self._known.firing:
+            self._watcher = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        """Read the alert epoch once, then schedule the next read."""
+        sent = time.monotonic()
+        try:
+            epoch = await self._store.call(self._store.redis.get, self._keys.alert_epoch)
+        except StoreUnavailable:
+            self._known.clear()
+            return
+        finally:
+            self._watcher = None
+        self._known.observe(int(epoch or 0), sent)
+        if self._known.firing and self._next_read is None:
+            self._next_read = asyncio.get_running_loop().call_later(POLL_INTERVAL, self._read_epoch)
+
+
+Repeats = dict[tuple[str, str, str], list[float]]
 
 
 def _rule_text(policy: Policy, category: str, level: str, rule: int) -> str:

@@ -255,6 +255,17 @@ def http(
     return status, parsed, head
 
 
+# `notifier serve` whose replicas decide no alert locally: every event with a dedup_key goes to
+# the store (the Limiter's ``alerts=False``). Tests compare the answers of a storm with it.
+STORE_ONLY = [
+    sys.executable,
+    "-c",
+    "import functools, sys, notifier.admission.limiter as m, notifier.cli as cli; "
+    "m.Limiter.__init__ = functools.partialmethod(m.Limiter.__init__, alerts=False); "
+    "sys.exit(cli.main(['serve']))",
+]
+
+
 class Gateway:
     """``notifier serve`` as a user runs it: the installed console script, in its own process."""
 

@@ -60,7 +60,7 @@ class Rig:
         # time.monotonic(), which the fake clock does not move, so it would refuse on its
         # own on real time. Local refusals are tested against real Redis in
         # tests/system/test_fair_shares.py.
-        self.limiter.refuse_locally = lambda event: None
+        self.limiter.decide_locally = lambda event: None
         # The script gets no deadline (0 = none): the Limiter computes it from the real
         # clock, and the fake clock may be ahead of it by hours.
         self.store.store_time_us = lambda monotonic: 0

@@ -1,0 +1,116 @@
+"""What this replica knows of alerts, so it can answer their repeats without a store round trip.
+
+The store tells the limiter, with each decision of an alert's firing event, whether the alert
+is firing after it (and how long its record lives on), or whether the event was refused by
+the limits. While this replica knows an alert firing it answers the alert's firing repeats
+``duplicate`` itself, as the store would; the repeats are counted here and sent to the store
+in groups ("N repeats of this alert, the last at T") with the next call. A key known refused
+is refused here while its level is known full (the limiter checks the level).
+
+The alert epoch. Only the store knows when an alert stops firing (a resolution on any replica,
+an HTTP event, a Slack click, ``/v1/alertmanager``). Every resolution bumps a counter in the
+store, the alert epoch; each reply of the admission script carries its value as of the call's
+start, and the limiter reads it every ``POLL_INTERVAL`` while it knows an alert firing. A new
+value voids everything known. A repeat is answered ``duplicate`` here only when the epoch was
+read unchanged by a request *sent* less than ``FRESH`` ago: a resolution that happened before
+that request was sent would have changed the value read. So a firing repeat that arrives more
+than ``FRESH`` after a resolution anywhere in the fleet (the contract allows 100 ms) always goes
+to the store. When reads are late (a loaded process, a slow store) the answers go to the store:
+slower, never wrong. An alert's expiry needs no message: its record's life is known.
+
+Memory stays bounded whatever clients send: at most ``max_keys`` keys of each kind are kept,
+the oldest learned forgotten first. Forgetting costs one round trip, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+MAX_KEYS = 20_000
+POLL_INTERVAL = 0.02  # seconds between two reads of the alert epoch while an alert is known firing
+FRESH = 0.09  # seconds: a local "duplicate" needs an epoch read sent this recently (the contract: 100 ms)
+
+AlertKey = tuple[str, str]  # (category, dedup_key): an alert's record is per category
+RepeatKey = tuple[str, str, str]  # (category, dedup_key, first event id)
+V = TypeVar("V")
+
+
+class KnownAlerts:
+    """Alerts known firing, keys known refused, and the repeats answered here not yet counted."""
+
+    def __init__(self, max_keys: int = MAX_KEYS) -> None:
+        self.max_keys = max_keys
+        self.firing: dict[AlertKey, tuple[str, float]] = {}  # -> (first event id, record's end, monotonic)
+        self.refused: dict[AlertKey, None] = {}  # insertion-ordered: the oldest is forgotten first
+        self.repeats: dict[RepeatKey, list[float]] = {}  # -> [count, time.monotonic() of the last]
+        self.epoch: int | None = None
+        self._epoch_sent = float("-inf")  # when the read that found the current epoch was sent
+        self._fresh = float("-inf")  # when the latest read that found it unchanged was sent
+
+    def duplicate(self, key: AlertKey, now: float) -> str | None:
+        """The first event id when a firing repeat of ``key`` is a duplicate for sure (and count it)."""
+        known = self.firing.get(key)
+        if known is None or known[1] <= now or now - self._fresh > FRESH:
+            return None
+        first = known[0]
+        repeat = self.repeats.get((key[0], key[1], first))
+        if repeat is None:
+            self.repeats[(key[0], key[1], first)] = [1, now]
+        else:
+            repeat[0] += 1
+            repeat[1] = now
+        return first
+
+    def observe(self, epoch: int, sent: float) -> bool:
+        """Note the epoch read by a request sent at ``sent``; False when that read is older news."""
+        if epoch != self.epoch:
+            if sent < self._epoch_sent:
+                return False  # a reply overtaken by a read that already saw a newer epoch
+            self.clear()
+            self.epoch, self._epoch_sent = epoch, sent
+        if sent > self._fresh:
+            self._fresh = sent
+        return True
+
+    def learn_firing(self, key: AlertKey, first_id: str, until: float) -> None:
+        """``key``'s alert is firing, its record lives until ``until`` (monotonic)."""
+        self.refused.pop(key, None)
+        self.firing.pop(key, None)
+        _bounded(self.firing, self.max_keys)
+        self.firing[key] = (first_id, until)
+
+    def learn_refused(self, key: AlertKey) -> None:
+        """``key``'s firing event was decided by the limits and refused."""
+        self.firing.pop(key, None)
+        self.refused.pop(key, None)
+        _bounded(self.refused, self.max_keys)
+        self.refused[key] = None
+
+    def forget(self, key: AlertKey) -> None:
+        """Nothing more is known of ``key``."""
+        self.firing.pop(key, None)
+        self.refused.pop(key, None)
+
+    def clear(self) -> None:
+        """Everything known is void (the counts of repeats already answered stay)."""
+        self.firing.clear()
+        self.refused.clear()
+        self._fresh = float("-inf")
+
+    def take_repeats(self) -> dict[RepeatKey, list[float]]:
+        """The repeats to count with the next call (given back if it fails)."""
+        repeats, self.repeats = self.repeats, {}
+        return repeats
+
+    def give_back(self, repeats: dict[RepeatKey, list[float]]) -> None:
+        """Keep repeats a call did not count, to count them with a later one."""
+        for key, (count, last) in repeats.items():
+            kept = self.repeats.setdefault(key, [0, last])
+            kept[0] += count
+            kept[1] = max(kept[1], last)
+
+
+def _bounded(known: dict[AlertKey, V], cap: int) -> None:
+    """Make room for one more entry: the oldest learned go first."""
+    while len(known) >= cap:
+        del known[next(iter(known))]
