@@ -20,6 +20,7 @@ from ..models import Accepted, Dropped, Duplicate, Event, Problem, Reopened, Res
 from .alertmanager import Payload
 from .alerts import PAGE, AckRequest
 from .limits import OverrideRequest
+from .windows import NAME_PATTERN, WindowRequest
 
 REF = "#/components/schemas/{model}"
 Doc = dict[str, Any]
@@ -178,6 +179,41 @@ class AckAnswer(BaseModel):
     acknowledged_at: float | None = Field(description="unix seconds, or null")
 
 
+class Window(BaseModel):
+    """A maintenance window (``PUT /v1/windows/{name}``, ``GET /v1/windows``)."""
+
+    name: str
+    start: float = Field(description="unix seconds, a millisecond fraction")
+    end: float
+    categories: list[str]
+    channels: list[str]
+    note: str
+    by: str
+    in_force: bool
+
+
+class WindowEnded(BaseModel):
+    name: str
+    end: float
+
+
+class QuietHours(BaseModel):
+    """One channel's quiet hours (``*``: every channel), in force or next."""
+
+    channel: str
+    windows: str
+    start: float | None
+    end: float | None
+    in_force: bool
+
+
+class Windows(BaseModel):
+    """``GET /v1/windows``."""
+
+    maintenance: list[Window]
+    quiet_hours: list[QuietHours]
+
+
 class Health(BaseModel):
     """``/healthz`` and ``/readyz``."""
 
@@ -185,7 +221,7 @@ class Health(BaseModel):
     status: str
 
 
-REQUESTS = (Event, Payload, OverrideRequest, RequeueRequest, AckRequest)
+REQUESTS = (Event, Payload, OverrideRequest, RequeueRequest, AckRequest, WindowRequest)
 ANSWERS = (
     Accepted,
     Resolved,
@@ -202,6 +238,9 @@ ANSWERS = (
     DeadLetters,
     Requeued,
     ActionAnswer,
+    Window,
+    WindowEnded,
+    Windows,
     Health,
 )
 
@@ -391,6 +430,28 @@ def _alert_paths() -> Doc:
     }
 
 
+def _window_paths() -> Doc:
+    name = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string", "pattern": NAME_PATTERN}}]
+    return {
+        "/v1/windows": _get(Windows, "Maintenance windows not yet ended, and quiet hours", UNAVAILABLE),
+        "/v1/windows/{name}": {
+            "parameters": name,
+            "put": _post(WindowRequest, "Open or change a maintenance window", {"200": _json("the window", Window)}),
+            "delete": {
+                "summary": "End a maintenance window now",
+                "security": TOKEN,
+                "responses": {
+                    "200": _json("when it ended", WindowEnded),
+                    "404": _json("no window of this name is open", Problem),
+                    "401": REFUSED["401"],
+                    "422": REFUSED["422"],
+                    **UNAVAILABLE,
+                },
+            },
+        },
+    }
+
+
 def _ops_paths() -> Doc:
     text = {"description": "Prometheus text", "content": {"text/plain": {"schema": {"type": "string"}}}}
     return {
@@ -431,7 +492,7 @@ def spec() -> Doc:
             "version": __version__,
             "description": "Slack notification gateway with fleet-wide rate limits.",
         },
-        "paths": {**_event_paths(), **_limits_paths(), **_alert_paths(), **_ops_paths()},
+        "paths": {**_event_paths(), **_limits_paths(), **_alert_paths(), **_window_paths(), **_ops_paths()},
         "components": {
             "schemas": _schemas(),
             "securitySchemes": {
