@@ -103,6 +103,15 @@ def admit_alerts(gateway: Gateway) -> None:
             assert status in (202, 429), body  # with reserves, the shared part fills first
 
 
+# Issue 23's settings: escalation for every severity, five mute choices, a signing secret.
+ACTING = {
+    "NOTIFIER_ESCALATION": '{"critical": ["5m <!here>", "20m <@U0LEAD>"], "error": ["1h <!here>"], '
+    '"warning": ["2h <!here>"], "info": ["4h <!here>"]}',
+    "NOTIFIER_MUTE_CHOICES": "15m,1h,4h,24h,7d",
+    "NOTIFIER_SLACK_SIGNING_SECRET": "bench-signing-secret",
+}
+
+
 def saturate(gateway: Gateway) -> None:
     """Post until every category is refused, so the storm meets full levels (reserves included)."""
     for _ in range(500):
@@ -240,6 +249,11 @@ def main() -> None:
     parser.add_argument(
         "--quiet-hours", action="store_true", help="the gateways with quiet hours for every channel, not in force"
     )
+    parser.add_argument(
+        "--acting",
+        action="store_true",
+        help="the gateways with escalation steps, five mute choices and a signing secret",
+    )
     parser.add_argument("--gateway-command", help="the notifier command to bench (default: the installed one)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated, of: " + ", ".join(SCENARIOS))
     args = parser.parse_args()
@@ -256,6 +270,8 @@ def main() -> None:
     limits = {"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"}
     if args.quiet_hours:
         limits["NOTIFIER_QUIET_HOURS"] = quiet_hours_later()
+    if args.acting:
+        limits.update(ACTING)
     command = [args.gateway_command, "serve"] if args.gateway_command else None
     gateway = Gateway(limits, wrapper=pin(0), command=command).start()
     reserves = Gateway(
