@@ -347,6 +347,19 @@ receivers:
 
 
 @contextlib.contextmanager
+def replicas(env: dict[str, str], tmp_path, names=("a", "b")) -> Iterator[list[Gateway]]:
+    """Gateway processes on one settings, each its own NOTIFIER_REPLICA_ID; stopped on exit."""
+    gateways: list[Gateway] = []
+    try:
+        for name in names:
+            gateways.append(Gateway({**env, "NOTIFIER_REPLICA_ID": name}, log_dir=str(tmp_path)).start())
+        yield gateways
+    finally:
+        for gateway in gateways:
+            gateway.stop()
+
+
+@contextlib.contextmanager
 def alertmanager(gateway_url: str, folder: Path, group_by: str = "'alertname'") -> Iterator[str]:
     """A real prometheus-alertmanager posting to the gateway at ``gateway_url``; yields its URL."""
     binary = need("prometheus-alertmanager")

@@ -7,7 +7,6 @@ Two replicas wherever the contract speaks of the fleet. Clicks are the requests 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -19,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
-from helpers import Gateway, http, slack_env, wait_for
+from helpers import Gateway, http, replicas, slack_env, wait_for
 from slack_standin import SlackStandin, block_actions_payload, signed_action_request
 
 SECRET = "8f14e45fceea167a5a36dedd4bea2543"
@@ -42,18 +41,6 @@ def _env(redis_url: str, slack: SlackStandin, **extra: str) -> dict[str, str]:
         **extra,
     }
     return slack_env(redis_url, slack, **settings)
-
-
-@contextlib.contextmanager
-def _fleet(env: dict[str, str], tmp_path, names=("a", "b")):
-    gateways: list[Gateway] = []
-    try:
-        for name in names:
-            gateways.append(Gateway({**env, "NOTIFIER_REPLICA_ID": name}, log_dir=str(tmp_path)).start())
-        yield gateways
-    finally:
-        for gateway in gateways:
-            gateway.stop()
 
 
 def _alert(key: str, text: str, status: str = "firing", severity: str = "critical", category: str = "db") -> dict:
@@ -125,7 +112,7 @@ def _store_now(redis_url: str) -> float:
 
 
 def test_click_acknowledges_and_the_message_says_so(redis_url, slack, tmp_path):
-    with _fleet(_env(redis_url, slack), tmp_path) as [a, b]:
+    with replicas(_env(redis_url, slack), tmp_path) as [a, b]:
         status, first = _post(a, _alert("disk-db1", "disk of db1 is full"))
         assert status == 202, first
         post = _the_post(slack, "disk of db1 is full")
@@ -163,7 +150,7 @@ def test_click_acknowledges_and_the_message_says_so(redis_url, slack, tmp_path):
 
 
 def test_click_on_a_message_whose_alert_is_gone_says_so_and_changes_nothing(redis_url, slack, tmp_path):
-    with _fleet(_env(redis_url, slack), tmp_path, ("a",)) as [a]:
+    with replicas(_env(redis_url, slack), tmp_path, ("a",)) as [a]:
         assert _post(a, _alert("gone-1", "fan of rack 4 is loud"))[0] == 202
         post = _the_post(slack, "fan of rack 4 is loud")
         wait_for(lambda: _record(redis_url, "gone-1").get("ts"), 10, what="the message identity in the store")
@@ -179,7 +166,7 @@ def test_click_on_a_message_whose_alert_is_gone_says_so_and_changes_nothing(redi
 
 
 def test_ack_over_http_and_from_the_terminal(redis_url, slack, tmp_path):
-    with _fleet(_env(redis_url, slack), tmp_path) as [a, b]:
+    with replicas(_env(redis_url, slack), tmp_path) as [a, b]:
         assert _post(a, _alert("api/ack 1", "queue of jobs is long", severity="error"))[0] == 202
         post = _the_post(slack, "queue of jobs is long")
 
@@ -224,7 +211,7 @@ def test_ack_over_http_and_from_the_terminal(redis_url, slack, tmp_path):
 
 def test_unacknowledged_alert_escalates_step_by_step_and_an_acknowledged_one_stops(redis_url, slack, tmp_path):
     env = _env(redis_url, slack, NOTIFIER_ESCALATION=ESCALATION)
-    with _fleet(env, tmp_path) as [a, b]:
+    with replicas(env, tmp_path) as [a, b]:
         assert _post(a, _alert("esc-1", "primary db is down"))[0] == 202
         assert _post(b, _alert("esc-2", "replica db is down"))[0] == 202
         assert _post(b, _alert("esc-3", "cache is cold", severity="warning"))[0] == 202  # no steps for warning
@@ -262,7 +249,7 @@ def test_unacknowledged_alert_escalates_step_by_step_and_an_acknowledged_one_sto
 def test_ack_50ms_before_a_step_is_due_always_stops_it(redis_url, slack, tmp_path):
     env = _env(redis_url, slack, NOTIFIER_ESCALATION='{"critical": ["2s <@U0ONCALL1>"]}')
     conclusive = 0
-    with _fleet(env, tmp_path) as [a, b]:
+    with replicas(env, tmp_path) as [a, b]:
         for attempt in range(6):
             key = f"race-{attempt}"
             assert _post(a, _alert(key, f"race number {attempt} is on"))[0] == 202
@@ -283,7 +270,7 @@ def test_ack_50ms_before_a_step_is_due_always_stops_it(redis_url, slack, tmp_pat
 
 def test_a_replica_killed_with_a_step_in_hand_loses_nothing(redis_url, slack, tmp_path):
     env = _env(redis_url, slack, NOTIFIER_ESCALATION='{"critical": ["1s <@U0ONCALL1>"]}', NOTIFIER_CLAIM_IDLE="2s")
-    with _fleet(env, tmp_path) as [a, b]:
+    with replicas(env, tmp_path) as [a, b]:
         assert _post(a, _alert("kill-1", "the whole rack is down"))[0] == 202
         post = _the_post(slack, "the whole rack is down")
         slack.script((500,))  # the step's post fails once: the replica that took it holds it, backing off
@@ -308,7 +295,7 @@ def test_a_replica_killed_with_a_step_in_hand_loses_nothing(redis_url, slack, tm
 
 def test_firing_resolved_firing_resolved_is_one_message_with_a_thread(redis_url, slack, tmp_path):
     env = _env(redis_url, slack, NOTIFIER_ESCALATION='{"critical": ["1s <@U0ONCALL1>"]}')
-    with _fleet(env, tmp_path) as [a, b]:
+    with replicas(env, tmp_path) as [a, b]:
         status, first = _post(a, _alert("flap-1", "link to dc2 is down"))
         assert status == 202, first
         post = _the_post(slack, "link to dc2 is down")
@@ -357,7 +344,7 @@ def test_firing_resolved_firing_resolved_is_one_message_with_a_thread(redis_url,
 
 
 def test_firing_resolved_firing_resolved_through_alertmanager(redis_url, slack, tmp_path):
-    with _fleet(_env(redis_url, slack), tmp_path, ("a",)) as [a]:
+    with replicas(_env(redis_url, slack), tmp_path, ("a",)) as [a]:
 
         def payload(status: str) -> dict:
             alert = {
@@ -397,7 +384,7 @@ def test_firing_resolved_firing_resolved_through_alertmanager(redis_url, slack, 
 
 def test_a_reopen_refused_by_a_full_category_is_a_429_and_digested(redis_url, slack, tmp_path):
     env = _env(redis_url, slack, NOTIFIER_CATEGORY_LIMIT="1/1h", NOTIFIER_DIGEST_INTERVAL="1s")
-    with _fleet(env, tmp_path, ("a",)) as [a]:
+    with replicas(env, tmp_path, ("a",)) as [a]:
         assert _post(a, _alert("full-1", "disk of web3 is full"))[0] == 202
         post = _the_post(slack, "disk of web3 is full")
         assert _post(a, _alert("full-1", "disk of web3 is fine", status="resolved"))[0] == 202
@@ -415,7 +402,7 @@ def test_a_reopen_refused_by_a_full_category_is_a_429_and_digested(redis_url, sl
 
 
 def test_open_alerts_page_newest_first_and_need_the_token(redis_url, slack, tmp_path):
-    with _fleet(_env(redis_url, slack, NOTIFIER_CHANNEL_RATE="1000/1s"), tmp_path) as [a, b]:
+    with replicas(_env(redis_url, slack, NOTIFIER_CHANNEL_RATE="1000/1s"), tmp_path) as [a, b]:
         for i in range(12):
             assert _post((a, b)[i % 2], _alert(f"list-{i:02d}", f"host {i} is down", severity="warning"))[0] == 202
         assert _post(a, _alert("list-03", "host 3 is up", status="resolved"))[0] == 202
@@ -453,7 +440,7 @@ def test_open_alerts_come_500_a_page_with_an_opaque_cursor(redis_url, tmp_path):
         "NOTIFIER_CATEGORY_LIMIT": "100000/1h",
         "NOTIFIER_DIGEST_INTERVAL": "0",
     }
-    with _fleet(env, tmp_path) as [a, b]:
+    with replicas(env, tmp_path) as [a, b]:
 
         def send(i: int) -> int:
             return _post((a, b)[i % 2], _alert(f"page-{i:04d}", f"host {i} is down", severity="info"))[0]
@@ -487,7 +474,7 @@ def test_through_a_webhook_a_step_is_a_message_of_its_own(redis_url, slack, tmp_
         "NOTIFIER_DIGEST_INTERVAL": "0",
         "NOTIFIER_ESCALATION": '{"critical": ["1s <@U0ONCALL1>"]}',
     }
-    with _fleet(env, tmp_path) as [a, _b]:
+    with replicas(env, tmp_path) as [a, _b]:
         assert a.post(_alert("hook-1", "the vpn is down"))[0] == 202
         step = wait_for(
             lambda: next((m for m in slack.received() if m.text.startswith("Not acknowledged after 1s:")), None),
@@ -509,7 +496,7 @@ def test_the_open_alert_index_shrinks_as_windows_end(redis_url, tmp_path):
     }
     client = _store(redis_url)
     index = ["notifier:{notifier}:alerts:open", "notifier:{notifier}:alerts:ends"]
-    with _fleet(env, tmp_path, ("a",)) as [a]:
+    with replicas(env, tmp_path, ("a",)) as [a]:
         for i in range(20):
             assert a.post(_alert(f"short-{i}", f"blip {i}"))[0] == 202
         assert client.zcard(index[0]) == 20 and client.hlen("notifier:{notifier}:alerts:index") == 20

@@ -15,7 +15,7 @@ import re
 import time
 from datetime import datetime, timedelta, timezone
 
-from helpers import Gateway, http, slack_env, wait_for
+from helpers import Gateway, http, replicas, slack_env, wait_for
 from helpers import alertmanager as start_alertmanager
 from slack_standin import WEBHOOK_CHANNEL_ID, SlackStandin
 
@@ -23,6 +23,11 @@ SEEN = re.compile(r"Seen (\d+) times, last at (\d\d):(\d\d):(\d\d) UTC")
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _fleet(env: dict[str, str], tmp_path, names=("a",)):
+    """One gateway (replica "a") unless more are named."""
+    return replicas(env, tmp_path, names)
 
 
 def _env(redis_url: str, standin: SlackStandin, **extra: str) -> dict[str, str]:
@@ -36,19 +41,6 @@ def _standin(**kwargs):
         yield standin
     finally:
         standin.stop()
-
-
-@contextlib.contextmanager
-def _fleet(env: dict[str, str], tmp_path, names=("a",)):
-    """Gateway processes sharing ``env``, one per replica name; stopped (logs kept) at the end."""
-    gateways: list[Gateway] = []
-    try:
-        for name in names:
-            gateways.append(Gateway({**env, "NOTIFIER_REPLICA_ID": name}, log_dir=str(tmp_path)).start())
-        yield gateways
-    finally:
-        for gateway in gateways:
-            gateway.stop()
 
 
 def _alert(key: str, text: str, category: str = "db", status: str | None = None, **extra) -> dict:
