@@ -66,6 +66,25 @@ def delivered(slack) -> Counter[str]:
     return Counter(m.group() for m in (re.search(r"\br\d+-\d+\b", t) for t in slack.texts()) if m)
 
 
+def until_delivered(answers, slack, timeout: float) -> set[str]:
+    """The texts answered 202, once Slack has each of them (or after ``timeout`` seconds)."""
+    accepted = {text for text, status, _, _ in answers if status == 202}
+    deadline = time.monotonic() + timeout
+    while not accepted <= set(delivered(slack)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return accepted
+
+
+def stop_after_a_202(load) -> float:
+    """Now (the new primary replicates): wait for a 202 after it, let the load run 1 s more, stop it."""
+    replicating = time.monotonic()
+    wait_for(lambda: any(a[1] == 202 and a[2] > replicating for a in load.answers), 10, what="202 again")
+    time.sleep(1.0)
+    load.stopping.set()
+    load.join(20)
+    return replicating
+
+
 def crash_env(redis_url: str, slack, **extra: str) -> dict[str, str]:
     channels = {f"c{i}": f"#ch{i}" for i in range(CHANNELS)}
     return slack_env(
@@ -108,10 +127,7 @@ def test_redis_sigkill_under_load_loses_nothing_and_sends_nothing_twice(tmp_path
     gateway = Gateway(crash_env(server.url, slack), log_dir=str(tmp_path)).start()
     try:
         answers, kills = _kill_rounds(server, gateway, 8)
-        accepted = {text for text, status, _, _ in answers if status == 202}
-        deadline = time.monotonic() + 30
-        while not accepted <= set(delivered(slack)) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        accepted = until_delivered(answers, slack, 30)
         time.sleep(2.5)  # a late second post of any entry would arrive by now
     finally:
         gateway.stop()
@@ -208,15 +224,8 @@ def _failover_under_load(replicas: int, frozen: float, tmp_path) -> dict:
         new_port, named = sentinels.wait_failover(nodes.primary.port)
         new = next(n for n in nodes.replicas if n.port == new_port)
         wait_for(lambda: Replicated.online(new) >= replicas, 20, what="replicas of the new primary")
-        replicating = time.monotonic()
-        wait_for(lambda: any(a[1] == 202 and a[2] > replicating for a in load.answers), 10, what="202 again")
-        time.sleep(1.0)
-        load.stopping.set()
-        load.join(20)
-        accepted = {text for text, status, _, _ in load.answers if status == 202}
-        deadline = time.monotonic() + 60
-        while not accepted <= set(delivered(slack)) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        replicating = stop_after_a_202(load)
+        accepted = until_delivered(load.answers, slack, 60)
         time.sleep(1.5)
         metrics = gateway.get("/metrics")[1]["_raw"]
     finally:
@@ -323,15 +332,8 @@ def test_cluster_failover_of_the_slot_primary_with_one_replica_loses_no_202(slac
             named = time.monotonic()
             new = next(n for n in extra if client(n.port).execute_command("ROLE")[0] == "master")
             wait_for(lambda: Replicated.online(new) >= 1, 20, 0.05, what="the other replica following it")
-            replicating = time.monotonic()
-            wait_for(lambda: any(a[1] == 202 and a[2] > replicating for a in load.answers), 10, what="202 again")
-            time.sleep(1.0)
-            load.stopping.set()
-            load.join(20)
-            accepted = {t for t, status, _, _ in load.answers if status == 202}
-            deadline = time.monotonic() + 30
-            while not accepted <= set(delivered(slack)) and time.monotonic() < deadline:
-                time.sleep(0.1)
+            replicating = stop_after_a_202(load)
+            accepted = until_delivered(load.answers, slack, 30)
         finally:
             gateway.stop()
     finally:
