@@ -10,9 +10,9 @@ The ratio baseline/gateway predicts the throughput ratio of ``storm.py`` on a
 quiet machine. Valgrind slows the server about 30 times, so work driven by
 the clock would run 30 times as often per request as it really does: the
 limiter's flush of local refusals (every 50 ms) is stretched to match, and
-background loops are measured in an idle window and taken off; so are the alert
-epoch's read interval and freshness (a repeat is answered locally only after a
-recent read: unstretched, valgrind would send every repeat to the store).
+background loops are measured in an idle window and taken off; so is the alert
+epoch's freshness (a repeat is answered locally only after a recent read:
+unstretched, valgrind would send every repeat to the store).
 ``--scenario`` picks the bodies of one of ``storm.py``'s scenarios. Needs valgrind
 (``apt-get install -y valgrind``).
 """
@@ -43,7 +43,7 @@ SLOWDOWN = 30  # about valgrind's slowdown of this Python code
 SERVE_SLOWED = (
     "import sys, notifier.admission.limiter as limiter, notifier.admission.known as known, notifier.cli as cli; "
     f"limiter.FLUSH_DELAY *= {SLOWDOWN}; limiter.OPEN_TRUST *= {SLOWDOWN}; "
-    f"limiter.POLL_INTERVAL *= {SLOWDOWN}; known.FRESH *= {SLOWDOWN}; sys.exit(cli.main(['serve']))"
+    f"limiter.REFRESH *= {SLOWDOWN}; known.FRESH *= {SLOWDOWN}; sys.exit(cli.main(['serve']))"
 )
 PLAIN = [
     storm_body.encode()
@@ -177,13 +177,21 @@ def count_gateway(server: RedisServer, requests: int, out: str, reserves: bool) 
     try:
         storm.admit_alerts(gateway)
         storm.saturate(gateway)
-        calls = storm.evalsha_stats(client)[0]
+        calls, keyed = storm.evalsha_stats(client)[0], _keyed_lookups(client)
         result = count(gateway.proc.pid, gateway.port, requests, out)
-        print(f"script calls from warm-up to the end of counting: {storm.evalsha_stats(client)[0] - calls}")
+        print(
+            f"from warm-up to the end of counting: {storm.evalsha_stats(client)[0] - calls} script calls, "
+            f"{_keyed_lookups(client) - keyed} alert events decided in the store"
+        )
         return result
     finally:
         client.close()
         gateway.stop()
+
+
+def _keyed_lookups(client: redis.Redis) -> int:
+    """How many events with a dedup_key the store decided so far (``admit.lua`` reads each one's record)."""
+    return client.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0)
 
 
 def count_baseline(requests: int, out: str) -> tuple[float, float]:

@@ -1,6 +1,6 @@
 """Profile one ``notifier serve`` under the storm with py-spy (``pip install py-spy``).
 
-    python bench/profile.py [seconds] [--reserves]
+    python bench/profile.py [seconds] [--reserves] [--scenario NAME]   # a scenario of storm.py
 
 Prints the functions with the largest share of samples, inclusive and self.
 """
@@ -41,6 +41,7 @@ def main() -> None:
     numbers = [a for a in sys.argv[1:] if a.isdigit()]
     seconds = int(numbers[0]) if numbers else 5
     reserves = storm.RESERVES if "--reserves" in sys.argv else {}  # the gateway with storm.py's reserves
+    scenario = sys.argv[sys.argv.index("--scenario") + 1] if "--scenario" in sys.argv else "plain"
     server = RedisServer().start()
     gateway = Gateway(
         {
@@ -52,6 +53,7 @@ def main() -> None:
     ).start()
     raw = tempfile.mktemp(suffix=".txt")
     try:
+        storm.admit_alerts(gateway)
         storm.saturate(gateway)
         spy = subprocess.Popen(
             [
@@ -71,12 +73,12 @@ def main() -> None:
             ]
         )
         time.sleep(0.5)
-        rate = storm.wrk(gateway.url + "/v1/events", seconds, 64)[0]
+        rate = storm.wrk(gateway.url + "/v1/events", seconds, 64, storm.SCENARIOS[scenario])[0]
         spy.wait()
     finally:
         gateway.stop()
         server.stop()
-    print(f"storm while profiling: {rate:.0f} req/s")
+    print(f"storm ({scenario}) while profiling: {rate:.0f} req/s")
     top(raw)
 
 

@@ -127,6 +127,11 @@ def evalsha_stats(client: redis.Redis) -> tuple[int, int]:
     return stats.get("calls", 0), stats.get("usec", 0)
 
 
+def keyed_in_store(client: redis.Redis) -> int:
+    """How many events with a dedup_key the store decided so far (``admit.lua`` reads each one's record)."""
+    return client.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0)
+
+
 def redis_cpu(client: redis.Redis) -> float:
     info = client.info("cpu")
     return info["used_cpu_sys"] + info["used_cpu_user"]
@@ -136,6 +141,12 @@ def process_cpu(pid: int) -> float:
     """Seconds of CPU (user + system) used so far by process ``pid``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def counters(client: redis.Redis, pid: int) -> dict[str, float]:
+    """What a round spends is the difference of these before and after it."""
+    calls, usec = evalsha_stats(client)
+    return dict(calls=calls, usec=usec, cpu=redis_cpu(client), own=process_cpu(pid), keyed=keyed_in_store(client))
 
 
 def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args) -> dict:
@@ -150,27 +161,27 @@ def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args)
     label = {run: run[0] if run[1] == "plain" else f"{run[0]} {run[1]}" for run in runs}
     rates = {label[run]: [] for run in runs}
     cpu_us = {label[run]: [] for run in runs}
-    redis_cost = {label[run]: dict(calls=0, usec=0, decisions=0, refused=0, cpu=0.0) for run in runs}
+    redis_cost = {label[run]: dict(calls=0, usec=0, decisions=0, refused=0, cpu=0.0, keyed=0) for run in runs}
     for round_ in range(args.rounds):
         # ABBA order: a load drifting over the run favours no server.
         for run in runs if round_ % 2 == 0 else runs[::-1]:
             name = label[run]
             url, pid = servers[run[0]]
-            before, cpu0, own0 = evalsha_stats(client), redis_cpu(client), process_cpu(pid)
+            before = counters(client, pid)
             rate, total, non2xx = wrk(url + "/v1/events", args.seconds, args.connections, SCENARIOS[run[1]])
-            after, cpu1, own1 = evalsha_stats(client), redis_cpu(client), process_cpu(pid)
+            spent = {k: v - before[k] for k, v in counters(client, pid).items()}
             rates[name].append(rate)
-            cpu_us[name].append((own1 - own0) / max(1, total) * 1e6)
+            cpu_us[name].append(spent["own"] / max(1, total) * 1e6)
             print(
-                f"  {name:20} {rate:9.0f} req/s  {cpu_us[name][-1]:6.1f} us CPU/request  ({non2xx} of {total} not 2xx)",
+                f"  {name:20} {rate:9.0f} req/s  {cpu_us[name][-1]:6.1f} us CPU/request  ({non2xx} of {total} not 2xx, "
+                f"{spent['keyed']} alert events decided in the store)",
                 flush=True,
             )
             cost = redis_cost[name]
-            cost["calls"] += after[0] - before[0]
-            cost["usec"] += after[1] - before[1]
+            for k in ("calls", "usec", "cpu", "keyed"):
+                cost[k] += spent[k]
             cost["decisions"] += total
             cost["refused"] += non2xx
-            cost["cpu"] += cpu1 - cpu0
     return dict(rates=rates, cpu_us=cpu_us, redis=redis_cost)
 
 

@@ -30,7 +30,10 @@ class Link(BaseModel):
 class Event(BaseModel):
     """One notification request (``POST /v1/events``)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # Only keys are cached while parsing: caching every string value too (pydantic's default)
+    # made the fast path cost 2.45 us instead of 1.62 us on a storm of 5,000 distinct alerts, and
+    # cost a little even on repeated bodies (cProfile of a served gateway, storm.py's bodies).
+    model_config = ConfigDict(extra="ignore", frozen=True, cache_strings="keys")
 
     category: str = Field(pattern=CATEGORY_PATTERN, description="1-64 of A-Z a-z 0-9 _ . : -")
     text: str = Field(min_length=1, max_length=3000)

@@ -10,13 +10,16 @@ is refused here while its level is known full (the limiter checks the level).
 The alert epoch. Only the store knows when an alert stops firing (a resolution on any replica,
 an HTTP event, a Slack click, ``/v1/alertmanager``). Every resolution bumps a counter in the
 store, the alert epoch; each reply of the admission script carries its value as of the call's
-start, and the limiter reads it every ``POLL_INTERVAL`` while it knows an alert firing. A new
-value voids everything known. A repeat is answered ``duplicate`` here only when the epoch was
-read unchanged by a request *sent* less than ``FRESH`` ago: a resolution that happened before
-that request was sent would have changed the value read. So a firing repeat that arrives more
-than ``FRESH`` after a resolution anywhere in the fleet (the contract allows 100 ms) always goes
-to the store. When reads are late (a loaded process, a slow store) the answers go to the store:
-slower, never wrong. An alert's expiry needs no message: its record's life is known.
+start. A new value voids everything known. A repeat is answered ``duplicate`` here only when the
+epoch was read unchanged by a call *sent* less than ``FRESH`` ago: a resolution that happened
+before that call was sent would have changed the value read. So a firing repeat that arrives
+more than ``FRESH`` after a resolution anywhere in the fleet (the contract allows 100 ms) always
+goes to the store. Nothing polls: the calls that count the repeats are the reads. Once the
+latest read is ``REFRESH`` old, the next repeat answered here starts a call at once, so while
+repeats keep coming the reads stay fresh; when reads are late (a loaded process, a slow store)
+the answers go to the store: slower, never wrong. A quiet replica makes no reads at all, and its
+first repeat after a pause is asked of the store. An alert's expiry needs no message: its
+record's life is known.
 
 Memory stays bounded whatever clients send: at most ``max_keys`` keys of each kind are kept,
 the oldest learned forgotten first. Forgetting costs one round trip, never a wrong answer.
@@ -27,8 +30,8 @@ from __future__ import annotations
 from typing import TypeVar
 
 MAX_KEYS = 20_000
-POLL_INTERVAL = 0.02  # seconds between two reads of the alert epoch while an alert is known firing
 FRESH = 0.09  # seconds: a local "duplicate" needs an epoch read sent this recently (the contract: 100 ms)
+REFRESH = FRESH / 2  # seconds: a repeat answered here past this age of the read starts the next call at once
 
 AlertKey = tuple[str, str]  # (category, dedup_key): an alert's record is per category
 RepeatKey = tuple[str, str, str]  # (category, dedup_key, first event id)
@@ -45,12 +48,12 @@ class KnownAlerts:
         self.repeats: dict[RepeatKey, list[float]] = {}  # -> [count, time.monotonic() of the last]
         self.epoch: int | None = None
         self._epoch_sent = float("-inf")  # when the read that found the current epoch was sent
-        self._fresh = float("-inf")  # when the latest read that found it unchanged was sent
+        self.read_at = float("-inf")  # when the latest read that found it unchanged was sent
 
     def duplicate(self, key: AlertKey, now: float) -> str | None:
         """The first event id when a firing repeat of ``key`` is a duplicate for sure (and count it)."""
         known = self.firing.get(key)
-        if known is None or known[1] <= now or now - self._fresh > FRESH:
+        if known is None or known[1] <= now or now - self.read_at > FRESH:
             return None
         first = known[0]
         repeat = self.repeats.get((key[0], key[1], first))
@@ -68,8 +71,8 @@ class KnownAlerts:
                 return False  # a reply overtaken by a read that already saw a newer epoch
             self.clear()
             self.epoch, self._epoch_sent = epoch, sent
-        if sent > self._fresh:
-            self._fresh = sent
+        if sent > self.read_at:
+            self.read_at = sent
         return True
 
     def learn_firing(self, key: AlertKey, first_id: str, until: float) -> None:
@@ -95,7 +98,7 @@ class KnownAlerts:
         """Everything known is void (the counts of repeats already answered stay)."""
         self.firing.clear()
         self.refused.clear()
-        self._fresh = float("-inf")
+        self.read_at = float("-inf")
 
     def take_repeats(self) -> dict[RepeatKey, list[float]]:
         """The repeats to count with the next call (given back if it fails)."""

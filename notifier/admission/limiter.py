@@ -57,7 +57,7 @@ from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from .batch import MAX_REMEMBERED, Pending, Protocol, Refused, Repeat, Reply, ScriptResult, read_reply
-from .known import POLL_INTERVAL, AlertKey, KnownAlerts
+from .known import REFRESH, AlertKey, KnownAlerts
 
 MAX_BATCH = 256
 MAX_WAITING = 4 * MAX_BATCH  # events waiting for the store; past it, 503 at once
@@ -119,10 +119,6 @@ class Limiter:
         self._open: dict[str, float] = {}  # categories known to have room, until then
         self._known = KnownAlerts()
         self._alerts = alerts
-        # The alert epoch is read every POLL_INTERVAL while alerts are known firing: one short
-        # task per read, so nothing outlives the event loop when a read swallows a cancellation.
-        self._watcher: asyncio.Task[None] | None = None
-        self._next_read: asyncio.TimerHandle | None = None
         self.reload: Callable[[], Awaitable[None]] | None = None  # reads the policy again (overrides)
         self.policy = policy
 
@@ -175,16 +171,6 @@ class Limiter:
         if self._timer is None and not self._busy:  # else a call is already due
             self._schedule(FLUSH_DELAY)
 
-    async def close(self) -> None:
-        """Stop reading the alert epoch."""
-        if self._next_read is not None:
-            self._next_read.cancel()
-            self._next_read = None
-        if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
-
     def decide_locally(self, event: Event) -> Decision | None:
         """The answer to ``event`` when this replica knows it as the store would, else None (no I/O)."""
         if event.dedup_key is None:
@@ -192,14 +178,18 @@ class Limiter:
         if event.status != "firing" or not self._alerts:
             return None
         key = (event.category, event.dedup_key)
-        first = self._known.duplicate(key, time.monotonic())
-        if first is not None:
-            if self._timer is None and not self._busy:  # else a call is already due
+        if key in self._known.refused:  # first: most keys of a storm are refused ones (a key is of one kind)
+            return self._refusal(event, True) if self._blocked and not self._shadow else None
+        now = time.monotonic()
+        first = self._known.duplicate(key, now)
+        if first is None:
+            return None
+        if not self._busy:  # else the call in flight reads the epoch, and its end schedules the next
+            if now - self._known.read_at > REFRESH:  # the read is ageing: the next call reads it again
+                self._schedule(0)
+            elif self._timer is None:
                 self._schedule(FLUSH_DELAY)
-            return _new_decision(Decision, (_DUPLICATE, first, "", "", 0.0))
-        if key in self._known.refused and self._blocked and not self._shadow:
-            return self._refusal(event, True)
-        return None
+        return _new_decision(Decision, (_DUPLICATE, first, "", "", 0.0))
 
     def _refusal(self, event: Event, keyed: bool) -> Decision | None:
         """The refusal of ``event`` when its levels are known well enough, else None.
@@ -430,32 +420,10 @@ class Limiter:
             self._known.forget(key)  # a resolution here: its repeats may fire again
         elif result.life_us:
             self._known.learn_firing(key, result.id, sent + result.life_us / 1e6)
-            if self._watcher is None and self._next_read is None:
-                self._read_epoch()
         elif result.outcome == "dropped":
             self._known.learn_refused(key)
         else:
             self._known.forget(key)
-
-    def _read_epoch(self) -> None:
-        """Start one read of the alert epoch, while alerts are known firing."""
-        self._next_read = None
-        if self._known.firing:
-            self._watcher = asyncio.get_running_loop().create_task(self._watch())
-
-    async def _watch(self) -> None:
-        """Read the alert epoch once, then schedule the next read."""
-        sent = time.monotonic()
-        try:
-            epoch = await self._store.call(self._store.redis.get, self._keys.alert_epoch)
-        except StoreUnavailable:
-            self._known.clear()
-            return
-        finally:
-            self._watcher = None
-        self._known.observe(int(epoch or 0), sent)
-        if self._known.firing and self._next_read is None:
-            self._next_read = asyncio.get_running_loop().call_later(POLL_INTERVAL, self._read_epoch)
 
 
 Repeats = dict[tuple[str, str, str], list[float]]

@@ -79,7 +79,6 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
         await cancel_and_wait(loops)
         await delivery.stop()
         await limiter.flush()
-        await limiter.close()
         if fallback:
             await fallback.close()
     await store.close()

@@ -19,6 +19,8 @@ _STATUS = {
     Outcome.DUPLICATE: 200,
 }
 
+_TEXT = {outcome: outcome.value for outcome in Outcome}  # a lookup: the enum's .value is a Python descriptor
+
 
 def decision_body(decision: Decision) -> dict[str, Any]:
     """The answer body of a decision, as the contract writes it."""
@@ -35,7 +37,7 @@ def decision_body(decision: Decision) -> dict[str, Any]:
             "id": decision.id,
             "shadow": {"would_drop": True, "limit": decision.level, "rule": decision.rule},
         }
-    return {"status": decision.outcome.value, "id": decision.id}
+    return {"status": _TEXT[decision.outcome], "id": decision.id}
 
 
 async def post_event(request: web.Request) -> web.StreamResponse:

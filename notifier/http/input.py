@@ -11,7 +11,6 @@ which gives the precise answer.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, TypeVar
 
 import orjson
@@ -80,9 +79,6 @@ def _finite(text: str) -> float:
     return value
 
 
-_KEY_END = re.compile(rb'"\s*:')  # how every object key ends; string contents may match too
-
-
 def decode_json(raw: bytes) -> object:
     """Strict JSON: UTF-8, no NaN/Infinity, finite numbers, no duplicate keys, bounded nesting.
 
@@ -108,8 +104,16 @@ def _no_key_repeated(raw: bytes, keys: int) -> bool:
     more such spots, so the count of those spots (or of all colons, a cheaper
     upper bound) is at least the number of keys written. When it equals the
     number of keys kept, none was repeated. False may also mean "cannot tell".
+
+    The spots are counted by the byte before each colon (a quote, or one of the
+    four JSON blanks: the blanks before it go back to the key's quote), with
+    ``bytes.count``: a colon in a string (a URL, a time) then costs 0.2 us, not the
+    1.1 us of a regular expression (measured on a body with two links).
     """
-    return keys == raw.count(b":") or keys == len(_KEY_END.findall(raw))
+    if keys == raw.count(b":"):
+        return True
+    ends = raw.count(b'":') + raw.count(b" :") + raw.count(b"\t:") + raw.count(b"\n:") + raw.count(b"\r:")
+    return keys == ends
 
 
 def _count_keys(value: Any, depth: int) -> int | None:
@@ -165,6 +169,11 @@ def unknown_category(category: str, policy: Policy) -> str | None:
     return f"unknown category {category!r}"
 
 
+# The model's own validator: ``Event.model_validate_json`` wraps it in a Python call that
+# costs a quarter of its time (0.3 of 1.2 us, measured), on every request of a storm.
+_validate_json = Event.__pydantic_validator__.validate_json
+
+
 def _plain_event(raw: bytes) -> Event | None:
     """The event, if ``raw`` is a valid one with no unknown and no repeated key; else None.
 
@@ -174,7 +183,7 @@ def _plain_event(raw: bytes) -> Event | None:
     path, which gives the precise answer.
     """
     try:
-        event = Event.model_validate_json(raw)
+        event = _validate_json(raw)
     except ValidationError:
         return None
     keys = len(event.model_fields_set) + len(event.fields) + 2 * len(event.links)  # a link has text and url

@@ -552,6 +552,37 @@ def test_console_prints_edits_and_replies_as_lines_of_their_own(tmp_path):
     assert "Seen 2 times" in output[output.index(edits[0]) :]  # the count belongs to an edit
 
 
+def test_console_edits_keep_the_update_budget_and_end_on_the_final_count(tmp_path):
+    """In a storm of repeats every flush makes each alert's edit due again; the console shows
+    them at ``NOTIFIER_UPDATE_RATE`` as Slack would, coalesced, and the last edit of each has the
+    final count (1 + the repeats sent)."""
+    env = {"NOTIFIER_DIGEST_INTERVAL": "0", "NOTIFIER_UPDATE_RATE": "2/1s"}  # a slot every 0.55 s
+    gw = Gateway(env, log_dir=str(tmp_path)).start()  # embedded store, console
+    keys = [f"console-budget-{i}" for i in range(3)]
+    try:
+        for key in keys:
+            assert gw.post(_alert(key, f"{key} fires"))[0] == 202
+        wait_for(lambda: all(f"{key} fires" in gw.output() for key in keys), 20, what="the three posts")
+        before, started, sent = gw.output().count("(edit of "), time.monotonic(), dict.fromkeys(keys, 0)
+        while time.monotonic() - started < 3:
+            for key in keys:
+                assert gw.post(_alert(key, f"{key} fires"))[0] == 200
+                sent[key] += 1
+        during = gw.output().count("(edit of ") - before
+        elapsed = time.monotonic() - started
+
+        def final_counts() -> bool:  # an edit is its line and the message's next lines ("Seen N times, ...")
+            edits = [e for e in re.split(r"^(?=\[notifier -> )", gw.output(), flags=re.M) if "(edit of " in e]
+            last = {key: [e for e in edits if f"{key} fires" in e][-1:] for key in keys}
+            return all(f"Seen {sent[key] + 1} times" in "".join(last[key]) for key in keys)
+
+        wait_for(final_counts, 30, what="each alert's final count")
+    finally:
+        gw.stop()
+    assert min(sent.values()) > 20, sent  # a storm: many flushes, each making three edits due
+    assert during <= elapsed / 0.5 + 1, (during, elapsed)
+
+
 # ---------------------------------------------------------------- 11. a real Alertmanager
 
 

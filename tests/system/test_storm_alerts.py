@@ -10,16 +10,19 @@ before 100 ms have passed.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
 import time
 
+import pytest
 import redis
 from builders import build_limiter
 from helpers import STORE_ONLY, Gateway, RedisServer, slack_env, wait_for
 from slack_standin import SlackStandin
 
+from notifier.admission import limiter as limiter_module
 from notifier.models import Event, Outcome
 from notifier.settings import load_settings
 
@@ -240,6 +243,71 @@ async def test_a_key_refused_by_a_full_shared_part_is_not_refused_locally_when_a
         again = await a.admit(key)
         assert (again.outcome, again.id) == (Outcome.DUPLICATE, first.id)
     finally:
-        await a.close()
-        await b.close()
+        await store.close()
+
+
+def _commands(client: redis.Redis) -> int:
+    """Commands the store ran so far, INFO's own left out."""
+    stats = client.info("commandstats")
+    return sum(s["calls"] for name, s in stats.items() if name != "cmdstat_info")
+
+
+async def test_the_epoch_is_read_by_the_calls_that_count_repeats_never_polled(redis_url, monkeypatch):
+    """A quiet replica that knows an alert firing sends nothing; while repeats keep coming, the
+    read stays fresh and every repeat after the first is answered locally.
+
+    The flush delay is made longer than ``FRESH``: only the rule "a repeat answered once the read
+    is ``REFRESH`` old starts a call at once" keeps the reads fresh.
+    """
+    monkeypatch.setattr(limiter_module, "FLUSH_DELAY", 0.3)
+    settings = load_settings(redis_url=redis_url, global_limit="100/1h", category_limit="100/1h", digest_interval=0)
+    limiter, store = build_limiter(settings)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        event = Event(category="db", text="epoch", dedup_key="epoch-read")
+        first = await limiter.admit(event)
+        assert first.outcome == Outcome.ACCEPTED
+        assert (await limiter.admit(event)).outcome == Outcome.DUPLICATE  # known firing: answered here
+        await limiter.flush()
+        quiet = _commands(client)
+        await asyncio.sleep(0.5)
+        assert _commands(client) == quiet  # nothing polls
+        asked, answers, started = _store_duplicates(client), [], time.monotonic()
+        while time.monotonic() - started < 1.0:
+            answers.append(await limiter.admit(event))
+            await asyncio.sleep(0.005)
+        assert {(a.outcome, a.id) for a in answers} == {(Outcome.DUPLICATE, first.id)}
+        assert _store_duplicates(client) - asked == 1, len(answers)  # the first after the pause only
+        await limiter.flush()
+        fetched = client.hget(f"notifier:{{notifier}}:alert:db:{hashlib.sha256(b'epoch-read').hexdigest()[:32]}", "n")
+        assert int(fetched) == 2 + len(answers)  # every repeat counted
+    finally:
+        client.close()
+        await store.close()
+
+
+@pytest.mark.parametrize("pause", [0.0, 0.15])
+async def test_a_resolution_on_another_replica_is_seen_by_the_next_read(redis_url, pause):
+    """b knows the alert firing and keeps answering repeats; a resolves it. b's repeats are
+    duplicates only while sent less than ``FRESH`` after the resolution; then it is reopened."""
+    settings = load_settings(redis_url=redis_url, global_limit="100/1h", category_limit="100/1h", digest_interval=0)
+    a, store = build_limiter(settings)
+    b, _ = build_limiter(settings, store)
+    try:
+        event = Event(category="db", text="flap", dedup_key=f"flap-{pause}")
+        assert (await b.admit(event)).outcome == Outcome.ACCEPTED
+        assert (await b.admit(event)).outcome == Outcome.DUPLICATE
+        resolved = await a.admit(Event(category="db", text="flap", dedup_key=f"flap-{pause}", status="resolved"))
+        assert resolved.outcome == Outcome.RESOLVED
+        resolved_at = time.monotonic()
+        await asyncio.sleep(pause)
+        while True:
+            sent = time.monotonic()
+            answer = await b.admit(event)
+            if answer.outcome != Outcome.DUPLICATE:
+                break
+            assert sent - resolved_at < 0.1, f"duplicate {sent - resolved_at:.3f} s after the resolution"
+            await asyncio.sleep(0.002)
+        assert answer.outcome == Outcome.REOPENED
+    finally:
         await store.close()
