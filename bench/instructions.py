@@ -177,21 +177,16 @@ def count_gateway(server: RedisServer, requests: int, out: str, reserves: bool) 
     try:
         storm.admit_alerts(gateway)
         storm.saturate(gateway)
-        calls, keyed = storm.evalsha_stats(client)[0], _keyed_lookups(client)
+        calls, keyed = storm.evalsha_stats(client)[0], storm.keyed_in_store(client)
         result = count(gateway.proc.pid, gateway.port, requests, out)
         print(
             f"from warm-up to the end of counting: {storm.evalsha_stats(client)[0] - calls} script calls, "
-            f"{_keyed_lookups(client) - keyed} alert events decided in the store"
+            f"{storm.keyed_in_store(client) - keyed} alert events decided in the store"
         )
         return result
     finally:
         client.close()
         gateway.stop()
-
-
-def _keyed_lookups(client: redis.Redis) -> int:
-    """How many events with a dedup_key the store decided so far (``admit.lua`` reads each one's record)."""
-    return client.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0)
 
 
 def count_baseline(requests: int, out: str) -> tuple[float, float]:

@@ -7,7 +7,7 @@ Starts a Redis primary with one replica, two gateways on them (N = 0 and N = 1, 
 with its own key prefix) and the bare aiohttp baseline of ``storm.py``. Each round
 loads them in turn with wrk (``apt-get install -y wrk``):
 
-* admitted: ``admitted.lua``, every event admitted (logged, queued, and with N = 1
+* admitted: ``storm.lua -- admitted``, every event admitted (logged, queued, and with N = 1
   waited for): requests/s and the latency of a 202 (wrk's p50, p99);
 * storm: ``storm.lua`` with the 20 storm categories full (``10/30m`` each), so nearly
   every event is refused by the replica itself and never waits: requests/s, and its
@@ -37,11 +37,12 @@ from storm import CATEGORIES, pin, saturate, start_baseline  # noqa: E402  (puts
 from topology import Replicated  # noqa: E402
 
 
-def wrk(url: str, seconds: int, connections: int, script: str) -> dict[str, float]:
-    """One wrk run: requests/s, non-2xx answers, and latency p50/p99 in ms."""
+def wrk(url: str, seconds: int, connections: int, script_args: list[str]) -> dict[str, float]:
+    """One wrk run of ``storm.lua`` with ``script_args``: requests/s, non-2xx answers, latency p50/p99 in ms."""
     core = (os.cpu_count() or 1) - 1
+    script = ["-s", str(HERE / "storm.lua"), url, *(["--", *script_args] if script_args else [])]
     out = subprocess.run(
-        [*pin(core), "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(HERE / script), url],
+        [*pin(core), "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", *script],
         capture_output=True,
         text=True,
         check=True,
@@ -64,7 +65,7 @@ def gateways(url: str) -> dict[str, Gateway]:
     storm_limits = json.dumps({c: "10/30m" for c in CATEGORIES})
     env = {
         "NOTIFIER_REDIS_URL": url,
-        "NOTIFIER_GLOBAL_LIMIT": "1000000000/1s",  # admitted.lua: never full; storm: the categories are
+        "NOTIFIER_GLOBAL_LIMIT": "1000000000/1s",  # storm.lua -- admitted: never full; storm: the categories are
         "NOTIFIER_CATEGORY_LIMIT": "1000000000/1s",
         "NOTIFIER_CATEGORY_LIMITS": storm_limits,
         "NOTIFIER_DIGEST_INTERVAL": "0",
@@ -89,11 +90,12 @@ def rounds(
     seen: dict[str, list[dict[str, float]]] = {}
     for r in range(args.rounds):
         order = list(servers) if r % 2 == 0 else list(reversed(servers))
-        for kind, script in (("admitted", "admitted.lua"), ("storm", "storm.lua")):
+        for kind, script_args in (("admitted", ["admitted"]), ("storm", [])):
             for name in order:
                 drained(client)
-                seen.setdefault(f"{kind} {name}", []).append(wrk(servers[name], args.seconds, args.connections, script))
-        seen.setdefault("storm baseline", []).append(wrk(baseline, args.seconds, args.connections, "storm.lua"))
+                run = wrk(servers[name], args.seconds, args.connections, script_args)
+                seen.setdefault(f"{kind} {name}", []).append(run)
+        seen.setdefault("storm baseline", []).append(wrk(baseline, args.seconds, args.connections, []))
     return seen
 
 

@@ -1,8 +1,10 @@
 -- wrk script: POST one small event per request, cycling through 20 categories.
 --
---   wrk ... -s storm.lua URL                 plain events (no dedup_key)
+--   wrk ... -s storm.lua URL                 plain events (no dedup_key), categories storm-0..19
 --   wrk ... -s storm.lua URL -- KEYS [links] alerts: KEYS distinct dedup_keys (key j in
 --                                            category j % 20), with two links when "links"
+--   wrk ... -s storm.lua URL -- admitted     plain events of categories bench-0..19, which
+--                                            bench/replication.py leaves far from any limit
 local bodies, i = {}, 0
 
 local function plain(c)
@@ -21,7 +23,15 @@ local function alert(j, links)
     .. '"fields":{"host":"h%d"},"dedup_key":"%s-%d"%s}', c, j, j, links and "linked" or "disk", j, extra)
 end
 
+local function admitted(c)
+  return string.format('{"category":"bench-%d","text":"deploy %d finished"}', c, c)
+end
+
 function init(args)
+  if args[1] == "admitted" then
+    for c = 0, 19 do bodies[c + 1] = admitted(c) end
+    return
+  end
   local keys, links = tonumber(args[1] or "0"), args[2] == "links"
   if keys > 0 then
     for j = 0, keys - 1 do bodies[j + 1] = alert(j, links) end

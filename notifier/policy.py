@@ -206,6 +206,10 @@ class Policy:
             return self._critical
         return self._by_category.get(category, 0)
 
+    def one_class(self, category: str) -> bool:
+        """True when every event of ``category`` is of one class (no critical reserve sets some apart)."""
+        return self.class_of(category, "critical") == self.class_of(category, "info")
+
     def levels(self, categories: list[str]) -> Iterator[tuple[str, Rules]]:
         """``global`` and each of ``categories`` with the rules in force."""
         yield GLOBAL, self.rules_for(GLOBAL)

@@ -35,6 +35,7 @@ REFRESH = FRESH / 2  # seconds: a repeat answered here past this age of the read
 
 AlertKey = tuple[str, str]  # (category, dedup_key): an alert's record is per category
 RepeatKey = tuple[str, str, str]  # (category, dedup_key, first event id)
+Repeats = dict[RepeatKey, list[float]]  # -> [count, time.monotonic() of the last]
 V = TypeVar("V")
 
 
@@ -45,7 +46,7 @@ class KnownAlerts:
         self.max_keys = max_keys
         self.firing: dict[AlertKey, tuple[str, float]] = {}  # -> (first event id, record's end, monotonic)
         self.refused: dict[AlertKey, None] = {}  # insertion-ordered: the oldest is forgotten first
-        self.repeats: dict[RepeatKey, list[float]] = {}  # -> [count, time.monotonic() of the last]
+        self.repeats: Repeats = {}
         self.epoch: int | None = None
         self._epoch_sent = float("-inf")  # when the read that found the current epoch was sent
         self.read_at = float("-inf")  # when the latest read that found it unchanged was sent
@@ -100,12 +101,12 @@ class KnownAlerts:
         self.refused.clear()
         self.read_at = float("-inf")
 
-    def take_repeats(self) -> dict[RepeatKey, list[float]]:
+    def take_repeats(self) -> Repeats:
         """The repeats to count with the next call (given back if it fails)."""
         repeats, self.repeats = self.repeats, {}
         return repeats
 
-    def give_back(self, repeats: dict[RepeatKey, list[float]]) -> None:
+    def give_back(self, repeats: Repeats) -> None:
         """Keep repeats a call did not count, to count them with a later one."""
         for key, (count, last) in repeats.items():
             kept = self.repeats.setdefault(key, [0, last])

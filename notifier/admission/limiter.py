@@ -57,7 +57,7 @@ from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from .batch import MAX_REMEMBERED, Pending, Protocol, Refused, Repeat, Reply, ScriptResult, read_reply
-from .known import REFRESH, AlertKey, KnownAlerts
+from .known import REFRESH, AlertKey, KnownAlerts, Repeats
 
 MAX_BATCH = 256
 MAX_WAITING = 4 * MAX_BATCH  # events waiting for the store; past it, 503 at once
@@ -174,12 +174,12 @@ class Limiter:
     def decide_locally(self, event: Event) -> Decision | None:
         """The answer to ``event`` when this replica knows it as the store would, else None (no I/O)."""
         if event.dedup_key is None:
-            return self._refusal(event, False) if self._blocked and not self._shadow else None
+            return self._refusal(event, False)
         if event.status != "firing" or not self._alerts:
             return None
         key = (event.category, event.dedup_key)
         if key in self._known.refused:  # first: most keys of a storm are refused ones (a key is of one kind)
-            return self._refusal(event, True) if self._blocked and not self._shadow else None
+            return self._refusal(event, True)
         now = time.monotonic()
         first = self._known.duplicate(key, now)
         if first is None:
@@ -203,6 +203,8 @@ class Limiter:
         a category whose events all share one class will do.
         """
         blocked = self._blocked
+        if not blocked or self._shadow:
+            return None
         now = time.monotonic()
         category = event.category
         own = blocked.get(category)
@@ -215,7 +217,7 @@ class Limiter:
             else:
                 return None
         elif shared is not None and shared[0] > now and self._open.get(category, 0.0) > now:
-            if keyed and self._class_of and self._class_of(category, "critical") != self._class_of(category, "info"):
+            if keyed and not self._protocol.policy.one_class(category):
                 return None
             block = shared
         else:
@@ -410,8 +412,7 @@ class Limiter:
             # Room in the category stays while nothing can be admitted into it: no event
             # of its class passes the global level until then. Another class (critical
             # events) could fill it, so then the belief is kept for a short while only.
-            alone = policy.class_of(category, "critical") == policy.class_of(category, "info")
-            self._open[category] = sent + (gw if alone else min(gw, OPEN_TRUST))
+            self._open[category] = sent + (gw if policy.one_class(category) else min(gw, OPEN_TRUST))
 
     def _learn(self, event: Event, result: ScriptResult, sent: float, current: bool) -> None:
         """Note what the store said of the event's key (only forget, when the reply is not current)."""
@@ -424,9 +425,6 @@ class Limiter:
             self._known.learn_refused(key)
         else:
             self._known.forget(key)
-
-
-Repeats = dict[tuple[str, str, str], list[float]]
 
 
 def _rule_text(policy: Policy, category: str, level: str, rule: int) -> str:

@@ -166,8 +166,9 @@ class Editor:
                 await asyncio.sleep(POLL)
                 continue
             # Every sink's edits keep the budget, the console's too: it shows what Slack would
-            # (in an alert storm each flush of repeats makes every alert's edit due again, and
-            # unpaced the console printed ~75 edits a second, 4% of a storm's CPU: bench/storm.py).
+            # (in an alert storm each flush of repeats makes every alert's edit due again; unpaced,
+            # the console printed ~75 edits a second, and bench/storm.py's 50-alert storm ran at
+            # 0.94 of the bare app with the editor stopped against 0.89: bench/RESULTS.md).
             self._metrics.edit_wait.observe(await self._pacer.wait_for_slot(self._bucket))
             key = await until_answered("claiming an edit", self._claim)
             if key is not None:

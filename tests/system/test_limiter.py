@@ -51,6 +51,14 @@ async def test_hierarchy_global_then_category(make_limiter):
     assert 0 < refused.retry_after <= 60
 
 
+async def test_shadow_mode_never_refuses_locally(make_limiter):
+    """Levels reported full in shadow mode are remembered, yet every event is still admitted."""
+    limiter, _ = make_limiter(global_limit="1/1m", category_limit="1/1m", shadow=True)
+    assert await outcomes(limiter, [ev("a")]) == ["accepted"]
+    for _ in range(5):  # both levels full: a replica refusing by itself would answer "dropped"
+        assert await outcomes(limiter, [ev("a")]) == ["shadow"]
+
+
 async def test_a_zero_rule_mutes_its_category(make_limiter):
     limiter, _ = make_limiter(global_limit="5/1m", category_limits={"debug": "0/1h"})
     assert await outcomes(limiter, [ev("debug")] * 3 + [ev("db")]) == ["dropped"] * 3 + ["accepted"]
