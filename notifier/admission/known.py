@@ -34,7 +34,7 @@ FRESH = 0.09  # seconds: a local "duplicate" needs an epoch read sent this recen
 REFRESH = FRESH / 2  # seconds: a repeat answered here past this age of the read starts the next call at once
 
 AlertKey = tuple[str, str]  # (category, dedup_key): an alert's record is per category
-RepeatKey = tuple[str, str, str]  # (category, dedup_key, first event id)
+RepeatKey = tuple[str, str]  # (the alert's record key, first event id)
 Repeats = dict[RepeatKey, list[float]]  # -> [count, time.monotonic() of the last]
 V = TypeVar("V")
 
@@ -44,7 +44,8 @@ class KnownAlerts:
 
     def __init__(self, max_keys: int = MAX_KEYS) -> None:
         self.max_keys = max_keys
-        self.firing: dict[AlertKey, tuple[str, float]] = {}  # -> (first event id, record's end, monotonic)
+        # -> (first event id, record's end (monotonic), record key: hashed once, not at every flush)
+        self.firing: dict[AlertKey, tuple[str, float, str]] = {}
         self.refused: dict[AlertKey, None] = {}  # insertion-ordered: the oldest is forgotten first
         self.repeats: Repeats = {}
         self.epoch: int | None = None
@@ -57,9 +58,9 @@ class KnownAlerts:
         if known is None or known[1] <= now or now - self.read_at > FRESH:
             return None
         first = known[0]
-        repeat = self.repeats.get((key[0], key[1], first))
+        repeat = self.repeats.get((known[2], first))
         if repeat is None:
-            self.repeats[(key[0], key[1], first)] = [1, now]
+            self.repeats[(known[2], first)] = [1, now]
         else:
             repeat[0] += 1
             repeat[1] = now
@@ -76,12 +77,12 @@ class KnownAlerts:
             self.read_at = sent
         return True
 
-    def learn_firing(self, key: AlertKey, first_id: str, until: float) -> None:
-        """``key``'s alert is firing, its record lives until ``until`` (monotonic)."""
+    def learn_firing(self, key: AlertKey, first_id: str, until: float, record: str) -> None:
+        """``key``'s alert is firing, its record ``record`` lives until ``until`` (monotonic)."""
         self.refused.pop(key, None)
         self.firing.pop(key, None)
         _bounded(self.firing, self.max_keys)
-        self.firing[key] = (first_id, until)
+        self.firing[key] = (first_id, until, record)
 
     def learn_refused(self, key: AlertKey) -> None:
         """``key``'s firing event was decided by the limits and refused."""

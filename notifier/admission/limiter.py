@@ -301,8 +301,8 @@ class Limiter:
         if not self._store.clock_known:
             await self._store.sync_clock(self._keys.outbox)
         groups = [
-            Repeat(self._keys.record(category, key), first, int(count), self._store.store_time_us(last))
-            for (category, key, first), (count, last) in repeats.items()
+            Repeat(record, first, int(count), self._store.store_time_us(last))
+            for (record, first), (count, last) in repeats.items()
         ]
         now_us = self._store.store_time_us(sent)
         keys, args = protocol.call(batch, refused, self._store.store_time_us(deadline), now_us, groups)
@@ -420,7 +420,7 @@ class Limiter:
         if not self._alerts or event.status != "firing" or not current:
             self._known.forget(key)  # a resolution here: its repeats may fire again
         elif result.life_us:
-            self._known.learn_firing(key, result.id, sent + result.life_us / 1e6)
+            self._known.learn_firing(key, result.id, sent + result.life_us / 1e6, self._keys.record(*key))
         elif result.outcome == "dropped":
             self._known.learn_refused(key)
         else:

@@ -13,7 +13,7 @@ def test_firing_keys_are_capped_oldest_forgotten_first():
     known = KnownAlerts(max_keys=3)
     _fresh(known)
     for i in range(5):
-        known.learn_firing(("db", f"k{i}"), f"id{i}", 1e9)
+        known.learn_firing(("db", f"k{i}"), f"id{i}", 1e9, f"rec{i}")
     assert list(known.firing) == [("db", "k2"), ("db", "k3"), ("db", "k4")]
     assert known.duplicate(("db", "k0"), 100.0) is None  # forgotten: the store decides
     assert known.duplicate(("db", "k4"), 100.0) == "id4"
@@ -24,7 +24,7 @@ def test_refused_keys_are_capped_and_a_key_is_in_one_kind_only():
     for i in range(4):
         known.learn_refused(("db", f"r{i}"))
     assert list(known.refused) == [("db", "r2"), ("db", "r3")]
-    known.learn_firing(("db", "r3"), "id", 1e9)
+    known.learn_firing(("db", "r3"), "id", 1e9, "rec")
     assert ("db", "r3") not in known.refused and ("db", "r3") in known.firing
     known.learn_refused(("db", "r3"))
     assert ("db", "r3") not in known.firing
@@ -34,7 +34,7 @@ def test_many_distinct_keys_stay_bounded():
     known = KnownAlerts(max_keys=100)
     _fresh(known)
     for i in range(10_000):
-        known.learn_firing(("c", str(i)), str(i), 1e9)
+        known.learn_firing(("c", str(i)), str(i), 1e9, f"rec{i}")
         known.learn_refused(("c", f"x{i}"))
     assert len(known.firing) == 100 and len(known.refused) == 100
 
@@ -42,20 +42,20 @@ def test_many_distinct_keys_stay_bounded():
 def test_repeats_are_counted_per_alert_with_the_last_time():
     known = KnownAlerts()
     _fresh(known)
-    known.learn_firing(("db", "k"), "first", 1e9)
+    known.learn_firing(("db", "k"), "first", 1e9, "rec")
     for t in (100.01, 100.02, 100.03):
         assert known.duplicate(("db", "k"), t) == "first"
-    assert known.take_repeats() == {("db", "k", "first"): [3, 100.03]}
+    assert known.take_repeats() == {("rec", "first"): [3, 100.03]}
     assert known.repeats == {}
-    known.give_back({("db", "k", "first"): [2, 100.05]})
-    known.give_back({("db", "k", "first"): [1, 100.04]})
-    assert known.repeats == {("db", "k", "first"): [3, 100.05]}
+    known.give_back({("rec", "first"): [2, 100.05]})
+    known.give_back({("rec", "first"): [1, 100.04]})
+    assert known.repeats == {("rec", "first"): [3, 100.05]}
 
 
 def test_no_duplicate_without_a_recent_epoch_read_or_after_the_record_ends():
     known = KnownAlerts()
     _fresh(known, at=100.0)
-    known.learn_firing(("db", "k"), "first", 101.0)
+    known.learn_firing(("db", "k"), "first", 101.0, "rec")
     assert known.duplicate(("db", "k"), 100.0 + FRESH * 0.9) == "first"
     assert known.duplicate(("db", "k"), 100.0 + FRESH * 1.1) is None  # not read recently: ask the store
     _fresh(known, at=100.9)
@@ -66,7 +66,7 @@ def test_no_duplicate_without_a_recent_epoch_read_or_after_the_record_ends():
 def test_a_new_epoch_voids_everything_and_older_news_is_ignored():
     known = KnownAlerts()
     _fresh(known, at=100.0, epoch=4)
-    known.learn_firing(("db", "k"), "first", 1e9)
+    known.learn_firing(("db", "k"), "first", 1e9, "rec")
     known.learn_refused(("db", "r"))
     assert known.observe(5, 100.02)
     assert not known.firing and not known.refused
