@@ -456,8 +456,8 @@ end
 -- sends them here in groups: N repeats, the last at T. Applied as the store would have
 -- applied each: counted as duplicates, the record's n and last, one edit of its message.
 -- A record that is gone or holds another alert (its first id differs) is only counted.
--- The epoch returned with every reply, and read by replicas between calls, tells them
--- when what they know may be out of date.
+-- The epoch returned with every reply tells replicas when what they know may be out of
+-- date (they read it no other way: see notifier/admission/known.py).
 local function apply_repeats(at_, k_)
   local count = tonumber(ARGV[at_])
   at_ = at_ + 1

@@ -43,7 +43,7 @@ class Keys:
         self.alerts_ends = base + "alerts:ends"
         self.alerts_index = base + "alerts:index"
         self.alert_keys = [self.alerts_open, self.alerts_ends, self.alerts_index]
-        # Bumped by every resolution: replicas that answer repeats themselves read it often.
+        # Bumped by every resolution: replicas that answer repeats themselves read it with every call.
         self.alert_epoch = base + "alerts:epoch"
         self.timers = base + "timers"  # escalations due: record key -> due time (us)
         self.replicated = base + "replicated"  # written before each WAIT (store/replication.py)
