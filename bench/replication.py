@@ -33,20 +33,13 @@ sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "tests" / "suppor
 
 import redis  # noqa: E402
 from helpers import Gateway, wait_for  # noqa: E402
-from storm import CATEGORIES, pin, saturate, start_baseline  # noqa: E402  (puts tests/support on the path)
+from storm import CATEGORIES, pin, saturate, start_baseline, wrk_output  # noqa: E402  (puts tests/support on the path)
 from topology import Replicated  # noqa: E402
 
 
 def wrk(url: str, seconds: int, connections: int, script_args: list[str]) -> dict[str, float]:
     """One wrk run of ``storm.lua`` with ``script_args``: requests/s, non-2xx answers, latency p50/p99 in ms."""
-    core = (os.cpu_count() or 1) - 1
-    script = ["-s", str(HERE / "storm.lua"), url, *(["--", *script_args] if script_args else [])]
-    out = subprocess.run(
-        [*pin(core), "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", *script],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = wrk_output(url, seconds, connections, script_args, "--latency")
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     return {
         "rate": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),

@@ -47,16 +47,21 @@ def pin(core: int) -> list[str]:
     return ["taskset", "-c", str(core)] if shutil.which("taskset") and os.cpu_count() > 1 else []
 
 
-def wrk(url: str, seconds: float, connections: int, script_args: list[str]) -> float:
-    """Requests/s of one wrk run against ``url`` with the storm script."""
+def wrk_output(url: str, seconds: float, connections: int, script_args: list[str], *options: str) -> str:
+    """What one wrk run of the storm script (``storm.lua`` with ``script_args``) printed."""
     core = (os.cpu_count() or 1) - 1
-    out = subprocess.run(
-        [*pin(core), "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", str(HERE / "storm.lua"), url]
-        + (["--", *script_args] if script_args else []),
+    script = ["-s", str(HERE / "storm.lua"), url, *(["--", *script_args] if script_args else [])]
+    return subprocess.run(
+        [*pin(core), "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", *options, *script],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
+
+
+def wrk(url: str, seconds: float, connections: int, script_args: list[str]) -> tuple[float, int, int]:
+    """(requests/s, requests, non-2xx answers) of one wrk run against ``url`` with the storm script."""
+    out = wrk_output(url, seconds, connections, script_args)
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     total = re.search(r"(\d+) requests in", out)
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
