@@ -69,8 +69,9 @@ async def send(port: int, requests: int, connections: int = 8) -> None:
 
     async def one_connection(k: int, n: int) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        start = k * len(BODIES) // connections  # spread over all bodies, as wrk's storm cycles through them
         for i in range(n):
-            body = BODIES[(k + i) % len(BODIES)]
+            body = BODIES[(start + i) % len(BODIES)]
             writer.write(
                 b"POST /v1/events HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body)

@@ -31,18 +31,33 @@ class Admission:
 
     async def decide(self, event: Event) -> Decision:
         """Run one event through the limiter and count the outcome."""
+        return self.decide_here(event) or await self.decide_in_store(event)
+
+    def decide_here(self, event: Event) -> Decision | None:
+        """The decision of ``event`` when this replica knows it (counted), else None; no I/O.
+
+        In a storm nearly every event meets a level known to be full, or repeats an alert
+        known firing: a plain call, so the storm path awaits nothing for it.
+        """
         started = time.perf_counter()
-        # In a storm nearly every event meets a level known to be full, or repeats an alert
-        # known firing: no await, no round trip.
         decision = self.limiter.decide_locally(event)
-        if decision is None:
-            try:
-                decision = await self.limiter.decide_in_store(event)
-            except StoreUnavailable:
-                if self.fallback is None:
-                    raise
-                decision = self.fallback.admit(event, self.limiter.policy)
+        if decision is not None:
+            self._count(event, decision, started)
+        return decision
+
+    async def decide_in_store(self, event: Event) -> Decision:
+        """The store's decision of ``event`` (or the fallback's, with ``fail_open``), counted."""
+        started = time.perf_counter()
+        try:
+            decision = await self.limiter.decide_in_store(event)
+        except StoreUnavailable:
+            if self.fallback is None:
+                raise
+            decision = self.fallback.admit(event, self.limiter.policy)
+        self._count(event, decision, started)
+        return decision
+
+    def _count(self, event: Event, decision: Decision, started: float) -> None:
         self._decisions.count(event.category, decision.outcome, decision.level, time.perf_counter() - started)
         if self._count_critical is not None and event.severity == "critical":  # its class may not be its category's
             self._count_critical(event.category, decision.outcome, decision.level)
-        return decision

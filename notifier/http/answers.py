@@ -4,8 +4,9 @@ Every handler is wrapped in :func:`answers_errors` rather than the app running a
 error middleware: with any middleware at all, aiohttp adds two wrapper layers
 (the middleware and its own ``_fix_request_current_app``) around every request,
 6% of the instructions of an alert-storm request, measured with
-``bench/instructions.py``. Unknown paths and methods reach :func:`no_route`, so
-they are answered in JSON too.
+``bench/instructions.py``. The storm's own handler (``POST /v1/events``) calls
+:func:`error_answer` itself, one coroutine fewer still. Unknown paths and methods
+reach :func:`no_route`, so they are answered in JSON too.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .state import METRICS
 
 log = logging.getLogger(__name__)
 
+MAX_BODY = 64 * 1024  # the app's client_max_size: aiohttp refuses a longer body, answered 413 here
 STORE_RETRY_AFTER = 2  # seconds a client should wait when the store is unreachable
 LOG_EVERY = 5.0  # seconds between two log lines about 503s: in an outage there is one per request
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -57,6 +59,25 @@ def json_response(body: Mapping[str, Any], status: int = 200, headers: Mapping[s
     return web.Response(body=raw, status=status, headers={**JSON_TYPE, **headers} if headers else JSON_TYPE)
 
 
+MAX_SHARED_HEADERS = 4096
+_refusal_headers: dict[int, dict[str, str]] = {}  # whole seconds -> the headers of a 429, never changed
+
+
+def refusal_response(body: Mapping[str, Any], retry_after: float) -> web.Response:
+    """A ``429`` with ``Retry-After``: the answer to nearly every request of a storm.
+
+    Its headers are built once per whole second of ``Retry-After`` and shared: aiohttp
+    copies them into each answer, and a storm's refusals share a handful of values.
+    """
+    seconds = max(1, math.ceil(retry_after))
+    headers = _refusal_headers.get(seconds)
+    if headers is None:
+        if len(_refusal_headers) >= MAX_SHARED_HEADERS:
+            _refusal_headers.clear()
+        headers = _refusal_headers[seconds] = {**JSON_TYPE, "Retry-After": str(seconds)}
+    return web.Response(body=orjson.dumps(body), status=429, headers=headers)
+
+
 def retry_after_header(seconds: float) -> dict[str, str]:
     """``Retry-After`` in whole seconds, rounded up (at least 1)."""
     return {"Retry-After": str(max(1, math.ceil(seconds)))}
@@ -69,29 +90,40 @@ def answers_errors(handler: Handler) -> Handler:
     async def answered(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
-        except ApiError as exc:
-            return _refused(request, exc.status, {"error": exc.error, "details": exc.details}, exc.headers)
-        except NotReplicated as exc:
-            return _not_replicated(request, exc)
-        except StoreUnavailable as exc:
-            _log_unavailable(exc)
-            return _refused(
-                request, 503, {"error": "store unavailable, try again later"}, retry_after_header(STORE_RETRY_AFTER)
-            )
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise
-            return _refused(
-                request,
-                exc.status,
-                {"error": exc.reason},
-                {k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After")},
-            )
-        except Exception:
-            log.exception("unexpected error on %s %s", request.method, request.path)
-            return json_response({"error": "internal error"}, 500)
+        except Exception as exc:
+            return error_answer(request, exc)
 
     return answered
+
+
+def error_answer(request: web.Request, exc: Exception) -> web.StreamResponse:
+    """The JSON answer to ``exc``, raised by a handler of ``request``; re-raises what is not an error.
+
+    Handlers are wrapped in :func:`answers_errors`; the storm path calls this itself
+    (one coroutine fewer per request, see ``events.py``).
+    """
+    if isinstance(exc, ApiError):
+        return _refused(request, exc.status, {"error": exc.error, "details": exc.details}, exc.headers)
+    if isinstance(exc, NotReplicated):
+        return _not_replicated(request, exc)
+    if isinstance(exc, StoreUnavailable):
+        _log_unavailable(exc)
+        return _refused(
+            request, 503, {"error": "store unavailable, try again later"}, retry_after_header(STORE_RETRY_AFTER)
+        )
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):  # aiohttp stops any body past client_max_size
+        return _refused(request, 413, {"error": f"body over {MAX_BODY // 1024} KiB ({MAX_BODY} bytes)", "details": []})
+    if isinstance(exc, web.HTTPException):
+        if exc.status < 400:
+            raise exc
+        return _refused(
+            request,
+            exc.status,
+            {"error": exc.reason},
+            {k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After")},
+        )
+    log.exception("unexpected error on %s %s", request.method, request.path, exc_info=exc)
+    return json_response({"error": "internal error"}, 500)
 
 
 async def no_route(request: web.Request) -> web.StreamResponse:

@@ -10,7 +10,7 @@ from helpers import Gateway
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from notifier.http.input import MAX_BODY
+from notifier.http.answers import MAX_BODY
 from notifier.http.openapi import spec
 
 EXAMPLES = 60  # per operation; bounded so the run stays well under 40 s

@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from notifier.http import answers
 from notifier.http.app import create_app
 from notifier.settings import load_settings
 
@@ -60,6 +61,19 @@ async def test_retry_after_header_rounds_up(make_client):
     await post(client, {"category": "db", "text": "one"})
     status, body, headers = await post(client, {"category": "db", "text": "two"})
     assert status == 429 and 1.0 < body["retry_after"] <= 1.5 and headers["Retry-After"] == "2"
+
+
+def test_refusal_headers_are_shared_per_second_and_bounded():
+    """A storm's 429s share their headers per whole second of Retry-After; clients cannot grow them."""
+    first = answers.refusal_response({"status": "dropped"}, 1.2)
+    again = answers.refusal_response({"status": "dropped"}, 1.9)
+    assert first.headers["Retry-After"] == again.headers["Retry-After"] == "2"
+    assert first.headers["Content-Type"] == "application/json; charset=utf-8" and first.status == 429
+    first.headers["Retry-After"] = "changed"  # an answer's headers are its own copy
+    assert answers.refusal_response({}, 2.0).headers["Retry-After"] == "2"
+    for seconds in range(answers.MAX_SHARED_HEADERS * 2):
+        assert answers.refusal_response({}, seconds + 0.5).headers["Retry-After"] == str(max(1, seconds + 1))
+    assert len(answers._refusal_headers) <= answers.MAX_SHARED_HEADERS
 
 
 @pytest.mark.parametrize(
@@ -216,4 +230,19 @@ async def test_unexpected_error_is_json_500_without_traceback(make_client, monke
     monkeypatch.setattr(notifier.http.admin, "stats_view", broken)
     client = await make_client()
     response = await client.get("/v1/stats")
+    assert (response.status, await response.json()) == (500, {"error": "internal error"})
+
+
+async def test_the_events_handler_answers_its_own_errors(make_client, monkeypatch):
+    """``POST /v1/events`` is not wrapped like the other handlers: its answers come out the same."""
+    from notifier.admission.admit import Admission
+
+    def broken(*args):
+        raise RuntimeError("secret detail")
+
+    client = await make_client()
+    response = await client.post("/v1/events", data=b"{}", headers={"Content-Type": "text/plain"})
+    assert (response.status, (await response.json())["error"]) == (415, "Content-Type must be application/json")
+    monkeypatch.setattr(Admission, "decide_here", broken)
+    response = await client.post("/v1/events", json={"category": "db", "text": "x"})
     assert (response.status, await response.json()) == (500, {"error": "internal error"})
