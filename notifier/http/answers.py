@@ -102,6 +102,8 @@ def error_answer(request: web.Request, exc: Exception) -> web.StreamResponse:
     Handlers are wrapped in :func:`answers_errors`; the storm path calls this itself
     (one coroutine fewer per request, see ``events.py``).
     """
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):  # aiohttp stops any body past client_max_size
+        exc = ApiError(413, f"body over {MAX_BODY // 1024} KiB ({MAX_BODY} bytes)")
     if isinstance(exc, ApiError):
         return _refused(request, exc.status, {"error": exc.error, "details": exc.details}, exc.headers)
     if isinstance(exc, NotReplicated):
@@ -111,8 +113,6 @@ def error_answer(request: web.Request, exc: Exception) -> web.StreamResponse:
         return _refused(
             request, 503, {"error": "store unavailable, try again later"}, retry_after_header(STORE_RETRY_AFTER)
         )
-    if isinstance(exc, web.HTTPRequestEntityTooLarge):  # aiohttp stops any body past client_max_size
-        return _refused(request, 413, {"error": f"body over {MAX_BODY // 1024} KiB ({MAX_BODY} bytes)", "details": []})
     if isinstance(exc, web.HTTPException):
         if exc.status < 400:
             raise exc

@@ -28,13 +28,8 @@ M = TypeVar("M", bound=BaseModel)
 
 async def read_json(request: web.Request, tokens: tuple[str, ...] | None) -> object:
     """The request body as JSON, refusing wrong types and oversized bodies."""
-    return decode_json(await read_body(request, tokens))
-
-
-async def read_body(request: web.Request, tokens: tuple[str, ...] | None) -> bytes:
-    """The raw body of a POST, after its token and type are checked (a body over 64 KiB: 413)."""
     check_post(request, tokens)
-    return await request.read()  # client_max_size stops any body, declared or chunked, after 64 KiB
+    return decode_json(await request.read())  # client_max_size stops any body past 64 KiB (413)
 
 
 def check_post(request: web.Request, tokens: tuple[str, ...] | None) -> None:
