@@ -208,18 +208,14 @@ async def script_vs_ping(url: str, prefix: str, limit: str, n: int, prefill: int
     client = store.redis
     sync = redis.Redis.from_url(url)
     result = {}
+
+    def pending(i: int) -> Pending:
+        event = Event(category=CATEGORIES[i % 20], text="bench")
+        return Pending(event, f"{prefix}-{i}", time.monotonic() + 5, limiter.policy.route(event, "anonymous"))
+
     for label, call in (
         ("ping", lambda i: client.ping()),
-        (
-            "admit",
-            lambda i: limiter._ask(
-                [Pending(Event(category=CATEGORIES[i % 20], text="bench"), f"{prefix}-{i}", time.monotonic() + 5)],
-                {},
-                {},
-                limiter._protocol,
-                time.monotonic(),
-            ),
-        ),
+        ("admit", lambda i: limiter._ask([pending(i)], {}, {}, limiter._protocol, time.monotonic())),
     ):
         for i in range(prefill if label == "admit" else 1):
             await call(i)  # warm up; fill the levels of a refusing run

@@ -4,6 +4,7 @@
 
     NotifierError
     ├── SettingsError        a setting has a bad value; the message names the variable
+    ├── ConfigError          the configuration file has problems; one line each, naming the place
     ├── StoreUnavailable     the store did not answer (raised only by ``store.client``)
     ├── NotReplicated        the store took a write that too few replicas acknowledged in time
     └── DeliveryError        Slack did not take a call
@@ -24,6 +25,14 @@ class NotifierError(Exception):
 
 class SettingsError(NotifierError):
     """A setting has a bad value; the message is one line naming the variable."""
+
+
+class ConfigError(NotifierError):
+    """The configuration file has problems: ``problems`` holds one line each, naming the file and place."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
 
 
 class StoreUnavailable(NotifierError):
