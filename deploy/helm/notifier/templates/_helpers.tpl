@@ -138,14 +138,9 @@ that env and extraEnv do not name, then those. */}}
 {{- toJson ($ports | uniq) }}
 {{- end }}
 
-{{/* Values that pass the schema but cannot work together: refused with a message. */}}
+{{/* Values that cannot work together where values.schema.json cannot say so: refused with a message.
+(helm lint turns fail off: helm template and install refuse them.) */}}
 {{- define "notifier.validate" -}}
-{{- if and .Values.redis.cluster .Values.redis.sentinels }}
-{{- fail "redis.cluster and redis.sentinels: a Redis Cluster has no Sentinels; set one of the two" }}
-{{- end }}
-{{- if and .Values.existingSecret .Values.secrets }}
-{{- fail "existingSecret and secrets: the settings come from one Secret; set one of the two" }}
-{{- end }}
 {{- if .Values.redis.passwordKey }}
 {{- if not (or .Values.existingSecret (hasKey .Values.secrets .Values.redis.passwordKey)) }}
 {{- fail (printf "redis.passwordKey: %q is not a key of secrets (and existingSecret is not set)" .Values.redis.passwordKey) }}
