@@ -142,10 +142,11 @@ def test_the_configuration_file_is_where_notifier_config_says(tmp_path, slack, k
 WRITE_PROBE = """
 import json, os, sys
 tried = {}
-for folder in ["/", "/etc/notifier", os.environ["HOME"], os.getcwd(), sys.prefix, "/tmp"]:
+for folder in ["/", "/var/tmp", "/etc/notifier", os.environ["HOME"], os.getcwd(), sys.prefix, "/tmp"]:
     try:
         with open(os.path.join(folder, "written-by-the-gateway"), "w") as f:
             f.write("x")
+        os.remove(os.path.join(folder, "written-by-the-gateway"))
         tried[folder] = "written"
     except OSError as exc:
         tried[folder] = exc.strerror
@@ -154,12 +155,14 @@ print(json.dumps(tried))
 
 
 def test_the_sandbox_lets_the_container_write_in_tmp_only(tmp_path, slack):
+    # (and in /dev/shm, which is writable in a pod too)
     pod = pod_of(tmp_path, "single", slack, {})
     try:
         done = pod.exec(["python", "-c", WRITE_PROBE])
         assert done.returncode == 0, done.stderr
         tried = json.loads(done.stdout)
         assert tried.pop("/tmp") == "written"
+        assert tried.pop("/var/tmp") == "Read-only file system"  # open to every user: only read-only stops it
         assert set(tried.values()) <= {"Read-only file system", "Permission denied"}, tried
     finally:
         pod.close()
