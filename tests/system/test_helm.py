@@ -53,8 +53,8 @@ def test_rendered_objects_validate_against_the_kubernetes_schemas(values):
         for obj in objects:
             if obj["kind"] == "ServiceMonitor":
                 continue  # a CRD: checked below
-            try:
-                kubernetes_validate.validate(obj, version, strict=True)
+            try:  # (it answers the version whose schemas it used: the one asked, not an older one)
+                assert kubernetes_validate.validate(obj, version, strict=True) == version
             except kubernetes_validate.ValidationError as exc:
                 path = ".".join(map(str, exc.path))
                 pytest.fail(f"{obj['kind']} {obj['metadata']['name']}, Kubernetes {version}: {path}: {exc.message}")
