@@ -21,9 +21,9 @@ from helm import CHART, find, lint, render, template
 
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 VALUES = [None, *CI_VALUES]  # None: the chart's defaults
-# The Kubernetes releases upstream still supports on 2026-11-26 (1.35-1.37), and the two before,
-# which managed clusters (EKS, GKE, AKS) still offer.
-KUBERNETES = ("1.33", "1.34", "1.35", "1.36", "1.37")
+# Every release from the chart's kubeVersion (>=1.30) on: upstream supports 1.35-1.37 on 2026-11-26,
+# managed clusters (EKS, GKE, AKS) still offer 1.33-1.34 in standard and 1.30-1.32 in extended support.
+KUBERNETES = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35", "1.36", "1.37")
 CRD = Path(__file__).resolve().parents[1] / "support" / "crds" / "servicemonitor.json"
 
 
@@ -37,6 +37,11 @@ def rendered(values: Path | None) -> list[dict]:
 
 def test_the_ci_values_cover_a_single_redis_sentinel_and_cluster():
     assert [ids(v) for v in CI_VALUES] == ["cluster", "sentinel", "single"]
+
+
+def test_the_versions_checked_start_at_the_charts_kube_version():
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v2" and chart["kubeVersion"] == f">={KUBERNETES[0]}.0-0"
 
 
 @pytest.mark.parametrize("values", VALUES, ids=ids)
