@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
+import importlib.util
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -55,6 +57,21 @@ PROBE_PAUSE = 0.05  # seconds between two probes of a store that failed the last
 SOCKET_MARGIN = 0.4  # seconds a socket read may take beyond NOTIFIER_REDIS_TIMEOUT
 CLOCK_RESAMPLE = 30.0  # seconds after which a clock sample is replaced even by a slower one
 CLOCK_JUMP_US = 500_000  # a sample further than this (plus its round trip) from the last: the store's clock was set
+
+
+def without_maintenance() -> dict[str, Any]:
+    """Client options that turn redis-py's maintenance notifications off, where its asyncio client has them.
+
+    redis-py 8.1's asyncio pool skips its check of a pooled connection while they are
+    on, as they are by default over RESP3 (redis/redis-py#4260): a connection the
+    server closed (a restart, a failover) is handed out, and the first command on it
+    is written, then fails. The circuit opens for nothing, and the failure looks like
+    a lost reply. The notifications serve Redis Enterprise's planned maintenance.
+    """
+    if importlib.util.find_spec("redis.asyncio.maint_notifications") is None:  # before 8.1: no such check skipped
+        return {}
+    config = importlib.import_module("redis.maint_notifications").MaintNotificationsConfig
+    return {"maint_notifications_config": config(enabled=False)}
 
 
 def as_text(value: object) -> str:
@@ -255,7 +272,10 @@ def connect(
     redis-py's own retry-with-backoff is turned off.
     """
     options: dict[str, Any] = dict(
-        socket_timeout=timeout + SOCKET_MARGIN, socket_connect_timeout=timeout, health_check_interval=0
+        socket_timeout=timeout + SOCKET_MARGIN,
+        socket_connect_timeout=timeout,
+        health_check_interval=0,
+        **without_maintenance(),
     )
     if sentinels:
         return Store(_sentinel_client(url, sentinels, sentinel_master, options), False, timeout, min_replicas)
