@@ -91,11 +91,23 @@ class OverrideAnswer(BaseModel):
 class AlertOutcome(BaseModel):
     """The outcome of one alert: the event answer plus which alert it was.
 
-    ``rejected`` (with ``error``): its category is not in ``NOTIFIER_CATEGORIES``.
+    ``rejected`` (with ``error``): its category is not in ``NOTIFIER_CATEGORIES``. In a
+    ``503`` only: ``outcome unknown`` and ``not replicated`` (with ``id``: it may be
+    delivered), ``unavailable`` (the store did not decide it: it is never delivered).
     """
 
     model_config = ConfigDict(extra="allow")
-    status: Literal["accepted", "duplicate", "dropped", "resolved", "reopened", "rejected"]
+    status: Literal[
+        "accepted",
+        "duplicate",
+        "dropped",
+        "resolved",
+        "reopened",
+        "rejected",
+        "outcome unknown",
+        "not replicated",
+        "unavailable",
+    ]
     category: str
     fingerprint: str
 
@@ -104,6 +116,15 @@ class AlertmanagerAnswer(BaseModel):
     """``POST /v1/alertmanager``: one outcome per alert, in order."""
 
     status: Literal["ok"]
+    results: list[AlertOutcome]
+
+
+class AlertmanagerUndecided(BaseModel):
+    """``POST /v1/alertmanager`` when the store did not decide every alert: ``503``, so Alertmanager
+    sends it again (its alerts are deduplicated). ``error`` is the plain one only when no alert was,
+    or may have been, admitted; else ``outcome unknown`` (or ``not replicated``)."""
+
+    error: str
     results: list[AlertOutcome]
 
 
@@ -235,6 +256,7 @@ ANSWERS = (
     Limits,
     OverrideAnswer,
     AlertmanagerAnswer,
+    AlertmanagerUndecided,
     DeadLetters,
     Requeued,
     ActionAnswer,
@@ -273,8 +295,10 @@ RETRY_AFTER = {
 }
 UNAVAILABLE = {
     "503": _json(
-        "store unreachable; nothing was counted. Except {error: 'not replicated', id}: fewer than "
-        "NOTIFIER_REDIS_MIN_REPLICAS replicas acknowledged in time; the event may still be delivered",
+        "store unreachable; nothing was counted and the event is never delivered. Except, with its id: "
+        "{error: 'not replicated', id}, fewer than NOTIFIER_REDIS_MIN_REPLICAS replicas acknowledged in time; "
+        "{error: 'outcome unknown', id}, the admission reached the store and its answer did not come in time. "
+        "Those events may be delivered: send them again with the same dedup_key",
         Problem,
         headers=RETRY_AFTER,
     )
@@ -299,7 +323,7 @@ def _post(model: type[BaseModel], summary: str, answers: Doc, required: bool = T
         "summary": summary,
         "security": TOKEN,
         "requestBody": _body(model, required),
-        "responses": {**answers, **REFUSED},
+        "responses": {**answers, **{status: doc for status, doc in REFUSED.items() if status not in answers}},
     }
 
 
@@ -367,6 +391,11 @@ def _event_paths() -> Doc:
                 "Alertmanager webhook (version 4)",
                 {
                     "200": _json("one outcome per alert, even when some are dropped", AlertmanagerAnswer),
+                    "503": _json(
+                        "the store did not decide every alert; the outcome of each",
+                        AlertmanagerUndecided,
+                        headers=RETRY_AFTER,
+                    ),
                 },
             )
         },

@@ -4,6 +4,16 @@ Every call the gateway makes to the store goes through :meth:`Store.call` (or
 :meth:`Store.run` for a script), which turns redis-py's errors, and socket
 errors, into :class:`StoreUnavailable`.
 
+A script is sent once, and a failure says whether it may have run. Its
+connection is made first, so a store that cannot be reached fails before
+anything is sent (``StoreUnavailable``: it did not run); once it is sent, a
+timeout or a broken connection raises :class:`ReplyLost` (it may have run),
+unless the store answered with a refusal that comes before any write
+(``READONLY``, ``NOREPLICAS``, ``NOSCRIPT``, ``LOADING``, ``MOVED`` ...). No
+client retries a script: on Redis Cluster it goes to a client of its slot's
+node alone, since redis-py's cluster client sends a command again on another
+connection after a connection error, and one admission would then run twice.
+
 A store that does not answer (a timeout, a refused or broken connection) opens
 a circuit: from then on every call fails at once, without waiting, while a
 probe keeps a ``PING`` outstanding; the moment it is answered the circuit
@@ -38,12 +48,25 @@ from redis.asyncio.connection import parse_url
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
-from redis.exceptions import ClusterDownError, RedisError
+from redis.exceptions import (
+    AskError,
+    AuthenticationError,
+    BusyLoadingError,
+    ClusterDownError,
+    MasterDownError,
+    MovedError,
+    NoScriptError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from ..errors import StoreUnavailable
+from ..errors import ReplyLost, StoreUnavailable
 from .replication import Written, script_then_wait, supports_waitaof, then_wait, wait_command
 
 log = logging.getLogger(__name__)
@@ -53,6 +76,20 @@ T = TypeVar("T")
 
 # Failures that mean the store is not answering, as opposed to an answer that is an error.
 UNREACHABLE = (RedisConnectionError, RedisTimeoutError, ClusterDownError, OSError, asyncio.TimeoutError)
+# Answers of a store that did not run the command: it refused it before any write.
+REFUSALS = (
+    NoScriptError,
+    ReadOnlyError,
+    OutOfMemoryError,
+    MasterDownError,
+    BusyLoadingError,
+    MovedError,
+    AskError,
+    TryAgainError,
+    ClusterDownError,
+    AuthenticationError,
+)
+REFUSAL_CODES = ("NOREPLICAS", "BUSY")  # the rest have no class of their own in redis-py
 PROBE_PAUSE = 0.05  # seconds between two probes of a store that failed the last one
 SOCKET_MARGIN = 0.4  # seconds a socket read may take beyond NOTIFIER_REDIS_TIMEOUT
 CLOCK_RESAMPLE = 30.0  # seconds after which a clock sample is replaced even by a slower one
@@ -119,10 +156,14 @@ class Store:
             raise StoreUnavailable(str(exc) or type(exc).__name__) from exc
 
     async def run(self, script: AsyncScript, keys: list[str], args: list[Any], timeout: float | None = None) -> Any:
-        """Run a Lua script (EVALSHA, loaded again on NOSCRIPT), waiting at most ``timeout`` seconds."""
-        if timeout is None:
-            return await self.call(script, keys=keys, args=args)
-        return await self.call(_within, max(timeout, 0.001), script, keys, args)
+        """Run a Lua script (EVALSHA, loaded again on NOSCRIPT) once, waiting at most ``timeout`` seconds.
+
+        Raises :class:`ReplyLost` when it was sent and no reply came (it may have run),
+        :class:`StoreUnavailable` when it certainly did not run.
+        """
+        started = time.monotonic()
+        client = await self.call(self._connected, keys[0], timeout)
+        return await self._once(self._on_node, _left(started, timeout), _evalsha, client, script, keys, args)
 
     async def run_replicated(
         self, script: AsyncScript, keys: list[str], args: list[Any], marker: str, timeout: float, wait: float
@@ -130,29 +171,57 @@ class Store:
         """Run a script, then wait at most ``wait`` seconds for ``min_replicas`` to hold its writes.
 
         One pipeline on the connection to the node of ``keys[0]`` (see ``replication``);
-        the whole call takes at most ``timeout`` seconds.
+        the whole call takes at most ``timeout`` seconds. Failures as for :meth:`run`.
         """
-        timeout = max(timeout, 0.001)
-        return await self.call(self._waited, timeout, keys[0], wait, script_then_wait, script, keys, args, marker)
+        started = time.monotonic()
+        client = await self.call(self._connected, keys[0], timeout)
+        left = _left(started, timeout)
+        return await self._once(self._waited, left, client, wait, script_then_wait, script, keys, args, marker)
 
     async def call_replicated(self, commands: list[tuple[Any, ...]], marker: str, wait: float) -> Written:
         """Raw ``commands``, then wait at most ``wait`` seconds for ``min_replicas`` to hold them."""
-        return await self.call(self._waited, None, marker, wait, then_wait, commands, marker)
+        client = await self.call(self._connected, marker, None)
+        return await self.call(self._waited, None, client, wait, then_wait, commands, marker)
 
-    async def _waited(self, timeout: float | None, key: str, wait: float, how: Any, *args: Any) -> Written:
+    async def _connected(self, key: str, timeout: float | None) -> Any:
+        """The client of the node that owns ``key``, with a connection made: a failure here sent nothing.
+
+        With ``min_replicas``, it also learns (once) whether the node has ``WAITAOF``.
+        """
         client = await self._client_of(key)
-        if self._waitaof is None:
+        if not self.embedded:
+            pool = client.connection_pool
+            await pool.release(await asyncio.wait_for(pool.get_connection(), timeout))
+        if self.min_replicas and self._waitaof is None:
             self._waitaof = await supports_waitaof(client)
-        command = wait_command(self.min_replicas, int(wait * 1000), self._waitaof)
-        started = time.perf_counter()
+        return client
+
+    async def _once(self, command: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``call`` of a command that goes to the store now: a failure that may have let it run is ReplyLost."""
         try:
-            written: Written = await asyncio.wait_for(how(client, *args, command), timeout)
-        except RedisError:
-            if isinstance(self.redis, RedisCluster):  # a moved slot or a dead node: read the slot map again
-                await self.redis.nodes_manager.initialize()
-            raise
+            return await self.call(command, *args)
+        except StoreUnavailable as exc:
+            cause = exc.__cause__
+            if cause is None or refused(cause):  # never sent (the circuit was open), or refused
+                raise
+            raise ReplyLost(str(exc)) from cause
+
+    async def _waited(self, timeout: float | None, client: Any, wait: float, how: Any, *args: Any) -> Written:
+        command = wait_command(self.min_replicas, int(wait * 1000), bool(self._waitaof))
+        started = time.perf_counter()
+        written: Written = await self._on_node(timeout, how, client, *args, command)
         self.on_wait(time.perf_counter() - started)
         return written
+
+    async def _on_node(self, timeout: float | None, how: Callable[..., Awaitable[T]], client: Any, *args: Any) -> T:
+        """``how(client, *args)`` within ``timeout``; on a cluster, an error reads the slot map again."""
+        try:
+            return await asyncio.wait_for(how(client, *args), timeout)
+        except RedisError:
+            if isinstance(self.redis, RedisCluster):  # a moved slot or a dead node
+                with contextlib.suppress(RedisError, OSError):  # the error to raise is the call's
+                    await self.redis.nodes_manager.initialize()
+            raise
 
     async def _client_of(self, key: str) -> Any:
         """The client whose connection reaches the node that owns ``key``.
@@ -253,8 +322,25 @@ class Store:
         await self.redis.aclose()
 
 
-async def _within(timeout: float, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
-    return await asyncio.wait_for(script(keys=keys, args=args), timeout)
+async def _evalsha(client: Any, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+    return await script(keys=keys, args=args, client=client)
+
+
+def _left(started: float, timeout: float | None) -> float | None:
+    """What is left of ``timeout`` seconds from ``started`` (at least 1 ms), None for no limit."""
+    return None if timeout is None else max(timeout - (time.monotonic() - started), 0.001)
+
+
+def refused(error: BaseException) -> bool:
+    """True when ``error`` is the store's answer that it did not run a command (before any write).
+
+    A script's own error (``ERR user_script:...``, a ``WRONGTYPE`` from one of its
+    commands) is not: the writes it made before are kept. Sentinel's client raises a
+    connection error for ``READONLY`` (a demoted primary): its context tells.
+    """
+    if isinstance(error, REFUSALS) or isinstance(error.__context__, ReadOnlyError):
+        return True
+    return isinstance(error, ResponseError) and str(error).split(" ", 1)[0] in REFUSAL_CODES
 
 
 def connect(
@@ -284,6 +370,8 @@ def connect(
     if cluster:
         # One immediate retry, after the client re-read the slot map, rides out a failover
         # or a moved slot; the default (three, with backoff) would stall requests for seconds.
+        # Scripts never ride it (they go to a client of their node, see Store.run): it sends
+        # a command again after a connection error, when the first may have run.
         client = RedisCluster.from_url(url, retry=Retry(NoBackoff(), 1), **options)
         return Store(client, False, timeout, min_replicas, **options)
     return Store(redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **options), False, timeout, min_replicas)
