@@ -9,7 +9,11 @@ An event admitted this way cannot be queued in the outbox, which lives in the
 store. It is held in a bounded in-memory queue and, as soon as the store
 answers again, appended to the outbox, written into the global and category
 sliding logs at the time it was admitted (so the fleet's windows count it) and
-counted in ``/v1/stats``, then delivered as usual. A refusal is handed to the
+counted in ``/v1/stats``, then delivered as usual; a hand-over whose reply was
+lost is sent again and then does nothing (``restore.lua`` marks the event). Only
+a store that certainly did not decide is replaced here: an event the store may
+have admitted (its reply lost) answers ``OutcomeUnknown``, never a local
+decision, which would count it twice. A refusal is handed to the
 limiter's pending refusal counts, which reach ``/v1/stats`` and the digests
 with its next call. Honest limits: held events are lost if this process dies
 before the store returns; dedup keys are not checked; when the queue is full
@@ -47,6 +51,7 @@ log = logging.getLogger(__name__)
 MAX_HELD = 10_000  # admitted events kept in memory while the store is down
 MAX_WINDOWS = 10_000  # categories with a local window: names come from clients
 DRAIN_INTERVAL = 0.5  # seconds between attempts to hand held events to the store
+HANDED_OVER_MS = 86_400_000  # how long the store remembers a handed-over event, so a retry does nothing
 
 
 class LocalRule(NamedTuple):
@@ -255,11 +260,13 @@ class Fallback:
     async def _hand_over(self, held: Held) -> None:
         entry, policy, keys = held.entry, self._limiter.policy, self._keys
         names = [keys.global_log, keys.category_log(entry.category), keys.outbox, keys.stats, keys.categories]
+        names.append(keys.restored(entry.id))  # a hand-over whose reply was lost is sent again: once only
         if policy.reserves:  # every admitted event is in the log of its class, or of no class
             index = policy.class_of(entry.category, str(entry.event.get("severity", "info")))
             names.append(keys.class_log(policy.reserves[index - 1].class_id if index else "none"))
         global_ms, category_ms = longest_ms(policy.rules_for(GLOBAL)), longest_ms(policy.rules_for(entry.category))
         args = [entry.id, entry.category, held.admitted_us, encode_event(entry), global_ms, category_ms, self._cap]
+        args.append(HANDED_OVER_MS)
         await self._store.run(self._scripts.restore, names, args)
 
     async def close(self) -> None:

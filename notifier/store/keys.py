@@ -65,6 +65,10 @@ class Keys:
     def category_log(self, category: str) -> str:
         return f"{self.base}log:cat:{category}"
 
+    def restored(self, event_id: str) -> str:
+        """The mark of an event admitted in ``fail_open`` and handed over (``restore.lua``): once only."""
+        return f"{self.base}restored:{event_id}"
+
     def class_log(self, class_id: str) -> str:
         """The log of one class of the global level (``none`` for events of no class)."""
         return f"{self.base}log:class:{class_id}"

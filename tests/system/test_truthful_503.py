@@ -157,3 +157,16 @@ def test_fail_open_never_decides_again_what_the_store_may_have_admitted(proxy, l
     assert (status, body.get("error")) == (503, "outcome unknown"), body
     assert posted(slack, "open-late") == 1
     assert gateway.get("/v1/stats")[1]["accepted"] == 2  # the warm-up, and this one once
+
+
+def test_fail_open_hands_an_event_over_once_when_the_reply_to_the_hand_over_is_lost(proxy, launch, slack):
+    gateway = launch(proxy.url, NOTIFIER_ON_STORE_ERROR="fail_open")
+    proxy.refuse()
+    assert gateway.post({"category": "db", "text": "open-held"})[0] == 202  # admitted here, held
+    proxy.arm(b"open-held", "cut")  # the hand-over runs, its reply is lost: it is sent again
+    proxy.accept()
+    assert posted(slack, "open-held") == 1
+    assert proxy.seen >= 2
+    wait_for(lambda: gateway.get("/v1/stats")[1].get("accepted") == 2, 5, what="the hand-over counted")
+    time.sleep(1)
+    assert gateway.get("/v1/stats")[1]["accepted"] == 2  # the warm-up, and this one once
