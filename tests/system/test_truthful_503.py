@@ -12,10 +12,13 @@ from __future__ import annotations
 import time
 
 import pytest
+import redis
 from helpers import Gateway, RedisServer, need, slack_env, wait_for
 from redis_proxy import ReplyProxy
 from test_cluster import cluster_port
 from topology import Replicated, client
+
+from notifier.store.scripts import script_dir
 
 PLAIN = "store unavailable, try again later"
 
@@ -161,6 +164,8 @@ def test_fail_open_never_decides_again_what_the_store_may_have_admitted(proxy, l
 
 def test_fail_open_hands_an_event_over_once_when_the_reply_to_the_hand_over_is_lost(proxy, launch, slack):
     gateway = launch(proxy.url, NOTIFIER_ON_STORE_ERROR="fail_open")
+    restore = (script_dir() / "restore.lua").read_text()
+    redis.Redis.from_url(proxy.url).script_load(restore)  # the reply lost below is the script's, not a NOSCRIPT's
     proxy.refuse()
     assert gateway.post({"category": "db", "text": "open-held"})[0] == 202  # admitted here, held
     proxy.arm(b"open-held", "cut")  # the hand-over runs, its reply is lost: it is sent again

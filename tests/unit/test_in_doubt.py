@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from builders import build_limiter
+from helpers import free_port
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -69,6 +70,14 @@ async def test_a_call_sent_and_not_answered_is_a_lost_reply(error, raised):
     with pytest.raises(StoreUnavailable) as caught:
         await store._once(_fails, error)
     assert type(caught.value) is raised
+
+
+async def test_a_store_that_refuses_the_connection_was_sent_nothing():
+    store = connect(f"redis://127.0.0.1:{free_port()}/0", timeout=0.3)
+    with pytest.raises(StoreUnavailable) as caught:
+        await store.run(Scripts(store.redis).admit, ["k"], [], 0.3)
+    assert type(caught.value) is StoreUnavailable
+    await store.close()
 
 
 async def test_nothing_is_sent_while_the_circuit_is_open():
