@@ -1,43 +1,35 @@
--- admit.lua: hierarchical sliding-log admission for a batch of events, in order.
+-- admit.lua: admission through every level of the limit tree for a batch of events, in order.
+-- It starts with lua/buckets.lua (the sliding logs of one level value, reserves included)
+-- and lua/counts.lua (the stats of outcomes).
 --
--- Each event is checked against every rule of the global level and of its
--- category level. Only when all rules hold is it added to the logs, its alert
--- recorded and its outbox entry appended, so admission and queueing are one
--- atomic step. A refused event changes no log: it only bumps the drop counters
--- and the per-channel digest of suppressed events.
+-- Each event is checked against every rule of its value at every level (its bucket
+-- there), for its class at that level. Only when every level admits it is it added to
+-- every bucket, its alert recorded and its outbox entry appended, so admission and
+-- queueing are one atomic step. A refused event changes no log: it only bumps the drop
+-- counters and the per-channel digest of suppressed events.
 --
--- Fair shares. The global level may be split into K classes (critical events, or
--- a category with a reserve). Under a global rule COUNT/W, class c owns R[c]
--- reserved slots and S = COUNT - sum R is shared. An event of class c is admitted
--- by the rule when its class admitted fewer than R[c] in the last W, or else
--- when the overflow (per class, admissions above R[c], plus every event of no
--- class) is below S. Each class (and "no class") keeps its own log for that.
---
--- KEYS[1] global log (zset: member = event id, score = admission time in us)
--- KEYS[2] outbox (stream)          KEYS[3] stats (hash)
--- KEYS[4] categories named (set)   KEYS[5] digests due (zset: channel -> due time in us)
--- KEYS[6] override version (string)  KEYS[7] edits due (zset: record key -> since, us)
--- KEYS[8] log of the events of no class, KEYS[9 .. 8+K] the log of each class (zsets;
---   only used with K > 0: then every admitted event is in the global log and in one of
---   these; entries admitted before the reserves were set are in the global log only)
--- KEYS[9+K] open alerts (zset: record key -> first seen, us), KEYS[10+K] their ends
---   (zset: record key -> end of the record's window, us), KEYS[11+K] the index of
---   dedup_keys (hash: the record key's last 32 characters -> record key); written
---   here, trimmed by timers.lua as records expire
--- KEYS[12+K] the (channel, window) pairs holding anything (set of pair ids); a pair's
+-- KEYS[1] outbox (stream)          KEYS[2] stats (hash)
+-- KEYS[3] categories named (set)   KEYS[4] digests due (zset: channel -> due time in us)
+-- KEYS[5] override version (string)  KEYS[6] edits due (zset: record key -> since, us)
+-- KEYS[7] open alerts (zset: record key -> first seen, us), KEYS[8] their ends (zset:
+--   record key -> end of the record's window, us), KEYS[9] the index of dedup_keys (hash:
+--   the record key's last 32 characters -> record key); written here, trimmed by
+--   timers.lua as records expire
+-- KEYS[10] the (channel, window) pairs holding anything (set of pair ids); a pair's
 --   held store is 4 keys named after it (see held_in; same slot): its summary (hash:
 --   window, channel, start, end, since, n held, dropped), its counts per category (hash,
 --   capped like digests), its latest plain events (list of entries, newest first, at most
 --   LATEST) and its held alerts (set of record keys). handover.lua empties it.
--- KEYS[13+K] the alert epoch (string, a counter): bumped whenever a firing alert stops
+-- KEYS[11] the alert epoch (string, a counter): bumped whenever a firing alert stops
 --   firing here (a resolution), so replicas that answer repeats themselves forget
 --   what they knew (see "Repeats decided on a replica" below)
--- then per group of refusals, 1 key: the suppressed counts (hash) of its channel
--- then per group of repeats, 1 key: the alert's record
--- then per event, 3 keys: category log, alert record (hash; any key of the slot
---   when the event has no dedup_key), suppressed counts of its channel
+-- KEYS[12 .. 10+N] per level below the root, the values its stats name (set, capped)
+-- then per bucket, its keys (buckets.lua); per group of refusals, 1 key: the suppressed
+--   counts (hash) of its channel; per group of repeats, 1 key: the alert's record; per
+--   event, 2 keys: alert record (hash; any key of the slot when the event has no
+--   dedup_key), suppressed counts of its channel
 --
--- An alert's record (for as long as its category's longest window) holds: id (its
+-- An alert's record (for as long as its alert window) holds: id (its
 -- first event), fired/resolved (1/0: an event of that status was admitted), n
 -- (times seen), first and last (us), ver (changes), shown (the version its message
 -- shows), entry (its outbox entry id), e (that entry); reopened (times), rat (when
@@ -57,228 +49,61 @@
 -- ARGV[2] override version the arguments were built under; ARGV[3] first lapse (us,
 --   0 = none) of an override they include. Either out of date: nothing is done.
 -- ARGV[4] digest interval in us (0 = no digests), ARGV[5] shadow mode (1/0),
--- ARGV[6] category cap: how many categories stats and digests name (0 = all),
--- ARGV[7] edits (1/0): repeats and resolutions edit the posted message
--- ARGV[8] G, the number of global rules, then G pairs: limit, window in us; then
---   the lapse of the global override (us, 0 = none); then K, and per class G
---   reserved slot counts (one per global rule)
--- then R, the number of groups of refusals a replica decided itself (the level was
---   known full), and per group: category, channel, level, count, hold (4 values, below).
+-- ARGV[6] value cap: how many categories (and values of each level) stats and digests
+--   name (0 = all), ARGV[7] edits (1/0): repeats and resolutions edit the posted message
+-- ARGV[8] N, the number of levels, then their N names, root first
+-- then B, the number of buckets, and each bucket's arguments (buckets.lua)
+-- then R, the number of groups of refusals a replica decided itself (a level was
+--   known full), and per group: category, channel, refusing level (1..N), count, hold
+--   (4 values, below), then its values at the N - 1 levels below the root.
 --   Only counted (in the held summary when the window holds, else in the digest).
 -- then D, the number of groups of repeats a replica answered 'duplicate' itself, and
 --   per group: the alert's first event id, count, time of the last one (us)
--- then per event: id, category, channel, class (0 = none, else 1..K), mode (0 = no
---   dedup_key, 1 = firing, 2 = resolved), hold: the window of its channel in force or
---   next (name, '' = none; start us; end us; the pair id of (channel, window, start),
---   Keys.held_pair), held when start <= now < end by this clock (an admitted event then
---   goes to the held store, not the outbox), outbox entry (notifier/outbox.py JSON),
---   for mode 2 its entry as a reply, the lapse of the category override (us, 0 =
---   none), C (number of category rules), then C pairs: limit, window in us
+-- then per event: id, category, channel, mode (0 = no dedup_key, 1 = firing, 2 =
+--   resolved), hold: the window of its channel in force or next (name, '' = none; start
+--   us; end us; the pair id of (channel, window, start), Keys.held_pair), held when
+--   start <= now < end by this clock (an admitted event then goes to the held store, not
+--   the outbox), outbox entry (notifier/outbox.py JSON), for mode 2 its entry as a reply,
+--   its alert window (us: how long its record lives), then per level: its bucket (1..B)
+--   and its class there (0 = none, else 1..K of that bucket)
 --
 -- Returns {'expired'} or {'stale', version} when nothing was done; else one entry
---   per event, none per group of refusals or repeats: {outcome, id, level, global wait
---   in us, global rule index, category wait in us, category rule index, life}, then
---   the alert epoch as it was when the call began (an integer). life is, for a firing
---   event whose alert is firing after it (accepted, reopened, duplicate), how long its
---   record lives on (us), else 0. outcome is
---   'accepted', 'dropped', 'duplicate', 'resolved' or 'reopened' (id is then the
---   alert's first event's), or 'shadow' (would be dropped, admitted in shadow mode); level is
---   the refusing level, the one that stays full longer (global on a tie); a
---   level's wait is how long it stays full for this event (0 when it has room):
---   the time until it would be admitted if nothing else were.
+--   per event, none per group of refusals or repeats: {outcome, id, level, life, then
+--   per level: wait in us, rule index}, then the alert epoch as it was when the call
+--   began (an integer). outcome is 'accepted', 'dropped', 'duplicate',
+--   'resolved' or 'reopened' (id is then the alert's first event's), or 'shadow' (would be
+--   dropped, admitted in shadow mode); level is the refusing level (1..N, 0 = none), the
+--   one that stays full longest (the upper one on a tie); a level's wait is how long it
+--   stays full for this event (0 when it has room): the time until it would be admitted
+--   if nothing else were; rule is the rule (from 1) that stays full longest there. A
+--   duplicate or a resolution carries no waits. life is, for a firing event whose alert
+--   is firing after it (accepted, reopened, duplicate), how long its record lives on
+--   (us), else 0.
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local deadline = tonumber(ARGV[1])
 if deadline > 0 and now > deadline then return {'expired'} end
-local version = redis.call('GET', KEYS[6]) or '0'
+local version = redis.call('GET', KEYS[5]) or '0'
 local lapse = tonumber(ARGV[3])
 if version ~= ARGV[2] or (lapse > 0 and now >= lapse) then return {'stale', version} end
 
--- Integers go to Redis as exact decimal strings (plain tostring loses digits).
-local function int(x) return string.format('%.0f', x) end
-local INF = math.huge
-
 local digest_us, shadow = tonumber(ARGV[4]), ARGV[5] == '1'
 local cap, edits = tonumber(ARGV[6]), ARGV[7] == '1'
+local STATS, NAMED, DIGESTS, EDITS = KEYS[2], KEYS[3], KEYS[4], KEYS[6]
+local N = tonumber(ARGV[8])
+local levels = {}  -- level -> its name
+for l = 1, N do levels[l] = ARGV[8 + l] end
+local at, k = 9 + N, 11 + N
 
-local function read_rules(at)
-  local n, rules, longest = tonumber(ARGV[at]), {}, 0
-  for i = 1, n do
-    local limit, window = tonumber(ARGV[at + 2 * i - 1]), tonumber(ARGV[at + 2 * i])
-    rules[i] = {limit, window}
-    if window > longest then longest = window end
-  end
-  return rules, longest, at + 2 * n + 1
-end
-
-local global_rules, global_longest, at = read_rules(8)
-local G = #global_rules
-local global_until = tonumber(ARGV[at])
-local K = tonumber(ARGV[at + 1])
-at = at + 2
-local reserved, shared = {}, {}  -- reserved[c][r]; shared[r] = COUNT - sum of reserves
-for r = 1, G do shared[r] = global_rules[r][1] end
-for c = 1, K do
-  reserved[c] = {}
-  for r = 1, G do
-    reserved[c][r] = tonumber(ARGV[at + r - 1])
-    shared[r] = shared[r] - reserved[c][r]
-  end
-  at = at + G
-end
-local groups = tonumber(ARGV[at])
+local buckets = {}
+local B = tonumber(ARGV[at])
 at = at + 1
+for i = 1, B do buckets[i], at, k = read_bucket(at, k) end
 
-local function trim(key, longest)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - longest))
-end
+local sets = {}
+for l = 2, N do sets[l] = KEYS[10 + l] end
+local count_outcome = counter(STATS, NAMED, sets, levels, cap)
 
-local function count_in(key, window)
-  return redis.call('ZCOUNT', key, '(' .. int(now - window), '+inf')
-end
-
--- The score of the entry at 0-based position i (oldest first) of a window, or nil.
-local function nth(key, window, i)
-  local e = redis.call('ZRANGEBYSCORE', key, '(' .. int(now - window), '+inf', 'WITHSCORES', 'LIMIT', i, 1)
-  return e[2] and tonumber(e[2])
-end
-
--- The global level, read once per call: one clock for the whole batch, so counts
--- only change by this call's own admissions, which update them. Counts read windows
--- by score, so old entries are trimmed only where an event is added (see admit).
-local total, used, over, plain = {}, {}, {}, {}  -- per rule: all, per class, overflow, no class
-for r = 1, G do total[r] = count_in(KEYS[1], global_rules[r][2]) end
-for c = 0, K do used[c] = {} end
-for r = 1, G do
-  over[r], plain[r] = total[r], total[r]
-  if K > 0 then
-    plain[r] = count_in(KEYS[8], global_rules[r][2])
-    for c = 1, K do
-      used[c][r] = count_in(KEYS[8 + c], global_rules[r][2])
-      over[r] = over[r] - math.min(used[c][r], reserved[c][r])
-    end
-  end
-end
-
--- Entries of a window scored up to s (inclusive).
-local function count_to(key, window, s)
-  return redis.call('ZCOUNT', key, '(' .. int(now - window), int(s))
-end
-
--- The time of the k-th (from 1) departure that lowers the overflow of rule r: an
--- entry of no class, or one of the oldest used - reserved entries of a class over
--- its reserve.
-local function kth_departure(r, k)
-  local window = global_rules[r][2]
-  if K == 0 then return nth(KEYS[1], window, k - 1) end
-  local classed = 0
-  for c = 1, K do classed = classed + used[c][r] end
-  if total[r] == classed + plain[r] and k <= 32 then
-    -- Every entry has its class log (the usual case): merge the first k of each source.
-    local scores = {}
-    for c = 0, K do
-      local n = c == 0 and k or math.min(k, used[c][r] - reserved[c][r])
-      if n > 0 then
-        local e = redis.call('ZRANGEBYSCORE', KEYS[8 + c], '(' .. int(now - window), '+inf', 'WITHSCORES', 'LIMIT', 0, n)
-        for i = 2, #e, 2 do scores[#scores + 1] = tonumber(e[i]) end
-      end
-    end
-    table.sort(scores)
-    return scores[k]
-  end
-  -- Else (entries admitted before these reserves were set) count departures by time:
-  -- all entries, less those of classes, plus each class's excess over its reserve.
-  local function departed(s)
-    local n = count_to(KEYS[1], window, s)
-    for c = 1, K do
-      local in_class = count_to(KEYS[8 + c], window, s)
-      n = n - in_class + math.min(math.max(0, used[c][r] - reserved[c][r]), in_class)
-    end
-    return n
-  end
-  local lo, hi = now - window + 1, now
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if departed(mid) >= k then hi = mid else lo = mid + 1 end
-  end
-  return lo
-end
-
--- How long rule r refuses an event of class c (0: it admits it now).
-local function rule_wait(r, c)
-  local window = global_rules[r][2]
-  if c > 0 and used[c][r] < reserved[c][r] then return 0 end
-  if over[r] < shared[r] then return 0 end
-  local wait = INF
-  if c > 0 and reserved[c][r] > 0 then
-    wait = nth(KEYS[8 + c], window, used[c][r] - reserved[c][r]) + window - now
-  end
-  if shared[r] > 0 then
-    wait = math.min(wait, kth_departure(r, over[r] - shared[r] + 1) + window - now)
-  end
-  if wait == INF then wait = window end  -- nothing ever frees a slot (a mute): a window is the hint
-  return wait
-end
-
-local function capped(wait, lapse_us)
-  if wait > 0 and lapse_us > 0 and wait > lapse_us - now then return lapse_us - now end
-  return wait
-end
-
-local global_waits = {}  -- class -> {wait, rule}, until the next admission changes the level
-local function global_wait(c)
-  local cached = global_waits[c]
-  if cached then return cached[1], cached[2] end
-  local wait, worst = 0, 0
-  for r = 1, G do
-    local w = rule_wait(r, c)
-    if w > wait then wait, worst = w, r end
-  end
-  wait = capped(wait, global_until)
-  global_waits[c] = {wait, worst}
-  return wait, worst
-end
-
-local categories = {}  -- category log -> {rules, counts}: read once per call
-local function category_state(key, rules, longest)
-  local state = categories[key]
-  if not state then
-    local counts = {}
-    for i = 1, #rules do counts[i] = count_in(key, rules[i][2]) end
-    state = {rules = rules, counts = counts}
-    categories[key] = state
-  end
-  return state
-end
-
-local function category_wait(key, state, lapse_us)
-  local wait, worst = 0, 0
-  for i = 1, #state.rules do
-    local limit, window = state.rules[i][1], state.rules[i][2]
-    if state.counts[i] >= limit then
-      local w = window  -- a 0 limit (a muted level) never frees a slot: a window is the hint
-      if limit > 0 then w = nth(key, window, state.counts[i] - limit) + window - now end
-      if w > wait then wait, worst = w, i end
-    end
-  end
-  return capped(wait, lapse_us), worst
-end
-
-local named = {}  -- category -> the name stats give it: itself, or '(other)' past the cap
-local function name_of(category)
-  local name = named[category]
-  if name then return name end
-  name = category
-  if redis.call('SISMEMBER', KEYS[4], category) == 0 then
-    if cap > 0 and redis.call('SCARD', KEYS[4]) >= cap then name = '(other)'
-    else redis.call('SADD', KEYS[4], category) end
-  end
-  named[category] = name
-  return name
-end
-
-local HELD, LATEST = KEYS[12 + K], 5  -- LATEST: the plain events a hand-over quotes
+local HELD, LATEST = KEYS[10], 5  -- LATEST: the plain events a hand-over quotes
 
 -- The held store of (channel, window) when the window holds now, else nil. Nothing is
 -- written until something is held there (see opened_store).
@@ -297,10 +122,10 @@ local function opened_store(h)
   redis.call('HSET', h.sum, 'end', int(h.finish))
 end
 
-local function count_drop(category, level, sup_key, channel, n, held)
-  redis.call('HINCRBY', KEYS[3], 'dropped', n)
-  redis.call('HINCRBY', KEYS[3], 'dropped_' .. level, n)
-  redis.call('HINCRBY', KEYS[3], 'dropped:' .. name_of(category), n)
+-- A refusal by level number `level`: counted, and told in the digest (or the hand-over).
+local function count_drop(category, values, level, sup_key, channel, n, held)
+  count_outcome('dropped', category, values, n)
+  redis.call('HINCRBY', STATS, 'dropped_' .. levels[level], n)
   if held and not shadow then
     opened_store(held)
     redis.call('HINCRBY', held.sum, 'dropped', n)  -- the channel's digest is folded into the hand-over
@@ -311,12 +136,12 @@ local function count_drop(category, level, sup_key, channel, n, held)
     end
     redis.call('HINCRBY', sup_key, field, n)
     redis.call('HSETNX', sup_key, '_since', int(now))
-    redis.call('ZADD', KEYS[5], 'NX', int(now + digest_us), channel)
+    redis.call('ZADD', DIGESTS, 'NX', int(now + digest_us), channel)
   end
 end
 
-local OPEN, ENDS, INDEX = KEYS[9 + K], KEYS[10 + K], KEYS[11 + K]
-local EPOCH = KEYS[13 + K]
+local OUTBOX, OPEN, ENDS, INDEX = KEYS[1], KEYS[7], KEYS[8], KEYS[9]
+local EPOCH = KEYS[11]
 local epoch_at_start = tonumber(redis.call('GET', EPOCH) or '0')
 
 -- A firing alert is open until it is resolved or its record expires.
@@ -343,41 +168,17 @@ end
 -- A change to an alert's message: coalesced into one pending edit, once it is posted.
 local function touch(rec)
   redis.call('HINCRBY', rec, 'ver', 1)
-  if edits and redis.call('HEXISTS', rec, 'ts') == 1 then redis.call('ZADD', KEYS[7], 'NX', int(now), rec) end
+  if edits and redis.call('HEXISTS', rec, 'ts') == 1 then redis.call('ZADD', EDITS, 'NX', int(now), rec) end
 end
 
-local trimmed = {}  -- logs trimmed by this call
-local function add(key, id, longest)
-  if not trimmed[key] then
-    trim(key, longest)
-    trimmed[key] = true
-  end
-  redis.call('ZADD', key, int(now), id)
-  redis.call('PEXPIRE', key, math.ceil(longest / 1000))
-end
-
--- Counts an admission in every log and the stats; the caller queues what it posts.
-local function count_admission(e, c, state, longest)
-  add(KEYS[1], e.id, global_longest)
-  add(e.cat_key, e.id, longest)
-  if K > 0 then add(KEYS[8 + c], e.id, global_longest) end
-  for r = 1, G do
-    total[r] = total[r] + 1
-    if c == 0 then
-      over[r], plain[r] = over[r] + 1, plain[r] + 1
-    else
-      if used[c][r] >= reserved[c][r] then over[r] = over[r] + 1 end
-      used[c][r] = used[c][r] + 1
-    end
-  end
-  for i = 1, #state.counts do state.counts[i] = state.counts[i] + 1 end
-  global_waits = {}
-  redis.call('HINCRBY', KEYS[3], 'accepted', 1)
-  redis.call('HINCRBY', KEYS[3], 'accepted:' .. name_of(e.category), 1)
+-- Counts an admission at every level and in the stats; the caller queues what it posts.
+local function count_admission(e)
+  for l = 1, N do bucket_add(e.buckets[l], e.classes[l], e.id) end
+  count_outcome('accepted', e.category, e.values, 1)
 end
 
 -- An admitted event of a held channel: counted in the held store instead of posted.
-local function hold(e, h, longest)
+local function hold(e, h)
   opened_store(h)
   redis.call('HINCRBY', h.sum, 'n', 1)
   local field = e.category
@@ -390,36 +191,36 @@ local function hold(e, h, longest)
     redis.call('LTRIM', h.latest, 0, LATEST - 1)
     return
   end
-  record_admitted(e.rec, e, '', longest)
-  redis.call('HSET', e.rec, 'held', h.pid, 'ttl', int(longest))
+  record_admitted(e.rec, e, '', e.window)
+  redis.call('HSET', e.rec, 'held', h.pid, 'ttl', int(e.window))
   redis.call('PERSIST', e.rec)  -- kept until its hand-over, however long the window
-  if e.mode == 1 then redis.call('ZADD', ENDS, int(h.finish + longest), e.rec) end
+  if e.mode == 1 then redis.call('ZADD', ENDS, int(h.finish + e.window), e.rec) end
   redis.call('SADD', h.alerts, e.rec)
 end
 
-local function admit(e, c, state, longest)
-  count_admission(e, c, state, longest)
-  if e.held then return hold(e, e.held, longest) end
-  local stream_id = redis.call('XADD', KEYS[2], '*', 'e', e.entry)
-  if e.mode > 0 then record_admitted(e.rec, e, stream_id, longest) end
+local function admit(e)
+  count_admission(e)
+  if e.held then return hold(e, e.held) end
+  local stream_id = redis.call('XADD', OUTBOX, '*', 'e', e.entry)
+  if e.mode > 0 then record_admitted(e.rec, e, stream_id, e.window) end
 end
 
 -- A resolved alert fires again: one message for its whole life, a reply in its thread.
-local function reopen(e, c, state, longest)
-  count_admission(e, c, state, longest)
+local function reopen(e)
+  count_admission(e)
   local reply, swapped = string.gsub(e.entry, '^{"k":"event"', '{"k":"reopen"', 1)
   if swapped ~= 1 then error('admit.lua: the entry of ' .. e.id .. ' is not an event entry') end
   -- A held alert was never posted: its hand-over shows it as it is then.
   local held = redis.call('HGET', e.rec, 'held')
-  if not held then redis.call('XADD', KEYS[2], '*', 'e', reply) end
+  if not held then redis.call('XADD', OUTBOX, '*', 'e', reply) end
   redis.call('HSET', e.rec, 'resolved', '0', 'last', int(now), 'eb', int(now), 'esc', 0, 'escn', 0)
   redis.call('HDEL', e.rec, 'ack_by', 'ack_src', 'ack_at', 'lack', 'rat')
   redis.call('HINCRBY', e.rec, 'reopened', 1)
   if held then redis.call('HDEL', e.rec, 'eb') end  -- its escalation counts from its post (settle.lua)
   touch(e.rec)
-  if held then redis.call('PERSIST', e.rec) else redis.call('PEXPIRE', e.rec, math.ceil(longest / 1000)) end
-  opened(e.rec, redis.call('HGET', e.rec, 'first') or int(now), longest)
-  redis.call('HINCRBY', KEYS[3], 'reopened', 1)
+  if held then redis.call('PERSIST', e.rec) else redis.call('PEXPIRE', e.rec, math.ceil(e.window / 1000)) end
+  opened(e.rec, redis.call('HGET', e.rec, 'first') or int(now), e.window)
+  redis.call('HINCRBY', STATS, 'reopened', 1)
 end
 
 -- An event with a dedup_key whose alert is known: a repeat, or the alert's resolution.
@@ -441,14 +242,14 @@ local function known_alert(e)
     closed(e.rec)
     redis.call('INCR', EPOCH)  -- replicas that know this alert firing must forget it
     -- A held alert's resolution posts nothing (nothing was posted): its hand-over counts it.
-    if not redis.call('HGET', e.rec, 'held') then redis.call('XADD', KEYS[2], '*', 'e', e.reply) end
-    redis.call('HINCRBY', KEYS[3], 'resolved', 1)
-    return {'resolved', first, '', 0, 0, 0, 0}
+    if not redis.call('HGET', e.rec, 'held') then redis.call('XADD', OUTBOX, '*', 'e', e.reply) end
+    redis.call('HINCRBY', STATS, 'resolved', 1)
+    return {'resolved', first, 0, 0}
   else
     return nil  -- the other status was never admitted: the limits decide
   end
-  redis.call('HINCRBY', KEYS[3], 'duplicate', 1)
-  return {'duplicate', first, '', 0, 0, 0, 0}
+  redis.call('HINCRBY', STATS, 'duplicate', 1)
+  return {'duplicate', first, 0, 0}
 end
 
 -- Repeats decided on a replica ------------------------------------------------------
@@ -463,7 +264,7 @@ local function apply_repeats(at_, k_)
   at_ = at_ + 1
   for _ = 1, count do
     local rec, first, n, last = KEYS[k_], ARGV[at_], tonumber(ARGV[at_ + 1]), math.min(tonumber(ARGV[at_ + 2]), now)
-    redis.call('HINCRBY', KEYS[3], 'duplicate', n)
+    redis.call('HINCRBY', STATS, 'duplicate', n)
     if redis.call('HGET', rec, 'id') == first then
       redis.call('HINCRBY', rec, 'n', n)
       if last > tonumber(redis.call('HGET', rec, 'last') or '0') then redis.call('HSET', rec, 'last', int(last)) end
@@ -481,52 +282,59 @@ local function life_of(e, outcome)
 end
 -- --------------------------------------------------------------------------------------
 
+-- For each level, how long it refuses the event; admitted when none does, else refused
+-- by the level that stays full longest (the upper one on a tie).
 local function decide(e)
-  local cat_rules, cat_longest, next_at = read_rules(e.rules_at)
   local answer = e.mode > 0 and known_alert(e)
-  if answer then return answer, next_at end
-  local state = category_state(e.cat_key, cat_rules, cat_longest)
-  local gw, grule = global_wait(e.class)
-  local cw, crule = category_wait(e.cat_key, state, e.cat_until)
-  if gw == 0 and cw == 0 and e.reopens then
-    reopen(e, e.class, state, cat_longest)
-    return {'reopened', e.reopens, '', 0, 0, 0, 0}, next_at
-  elseif gw == 0 and cw == 0 then
-    admit(e, e.class, state, cat_longest)
-    return {'accepted', e.id, '', 0, 0, 0, 0}, next_at
+  if answer then return answer end
+  local result, refusing, longest = {'', e.id, 0, 0}, 0, 0
+  for l = 1, N do
+    local wait, rule = bucket_wait(e.buckets[l], e.classes[l])
+    result[3 + 2 * l], result[4 + 2 * l] = wait, rule
+    if wait > longest then refusing, longest = l, wait end
   end
-  local level = cw > gw and 'category' or 'global'
-  count_drop(e.category, level, e.sup_key, e.channel, 1, e.held)
-  local outcome = 'dropped'
-  if shadow then
-    outcome = 'shadow'
-    redis.call('XADD', KEYS[2], '*', 'e', e.entry)
+  if refusing == 0 and e.reopens then
+    reopen(e)
+    result[1], result[2] = 'reopened', e.reopens
+  elseif refusing == 0 then
+    admit(e)
+    result[1] = 'accepted'
+  else
+    count_drop(e.category, e.values, refusing, e.sup_key, e.channel, 1, e.held)
+    result[1], result[3] = shadow and 'shadow' or 'dropped', refusing
+    if shadow then redis.call('XADD', OUTBOX, '*', 'e', e.entry) end
   end
-  return {outcome, e.id, level, gw, grule, cw, crule}, next_at
+  return result
 end
 
-local k = 14 + K
-for _ = 1, groups do
-  local held = held_in(ARGV[at + 1], ARGV[at + 4], tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6]), ARGV[at + 7])
-  count_drop(ARGV[at], ARGV[at + 2], KEYS[k], ARGV[at + 1], tonumber(ARGV[at + 3]), held)
-  at, k = at + 8, k + 1
+-- Groups of refusals a replica decided itself: only counted.
+for _ = 1, tonumber(ARGV[at]) do
+  local category, channel, level, n = ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
+  local held = held_in(channel, ARGV[at + 5], tonumber(ARGV[at + 6]), tonumber(ARGV[at + 7]), ARGV[at + 8])
+  local values = {}
+  for l = 2, N do values[l - 1] = ARGV[at + 7 + l] end
+  count_drop(category, values, level, KEYS[k], channel, n, held)
+  at, k = at + 7 + N, k + 1
 end
-at, k = apply_repeats(at, k)
+at, k = apply_repeats(at + 1, k)
 
 local results = {}
 while at <= #ARGV do
-  local e = {id = ARGV[at], category = ARGV[at + 1], channel = ARGV[at + 2], class = tonumber(ARGV[at + 3]),
-             mode = tonumber(ARGV[at + 4]), entry = ARGV[at + 9],
-             cat_key = KEYS[k], rec = KEYS[k + 1], sup_key = KEYS[k + 2]}
-  e.held = held_in(e.channel, ARGV[at + 5], tonumber(ARGV[at + 6]), tonumber(ARGV[at + 7]), ARGV[at + 8])
-  at = at + 10
+  local e = {id = ARGV[at], category = ARGV[at + 1], channel = ARGV[at + 2], mode = tonumber(ARGV[at + 3]),
+             entry = ARGV[at + 8], rec = KEYS[k], sup_key = KEYS[k + 1], buckets = {}, classes = {}, values = {}}
+  e.held = held_in(e.channel, ARGV[at + 4], tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6]), ARGV[at + 7])
+  at = at + 9
   if e.mode == 2 then e.reply, at = ARGV[at], at + 1 end
-  e.cat_until, e.rules_at = tonumber(ARGV[at]), at + 1
-  local result
-  result, at = decide(e)
-  result[8] = life_of(e, result[1])
+  e.window, at = tonumber(ARGV[at]), at + 1
+  for l = 1, N do
+    e.buckets[l], e.classes[l] = buckets[tonumber(ARGV[at])], tonumber(ARGV[at + 1])
+    if l > 1 then e.values[l - 1] = e.buckets[l].value end
+    at = at + 2
+  end
+  local result = decide(e)
+  result[4] = life_of(e, result[1])
   results[#results + 1] = result
-  k = k + 3
+  k = k + 2
 end
 results[#results + 1] = epoch_at_start
 return results

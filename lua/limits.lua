@@ -1,34 +1,31 @@
--- limits.lua: read-only view of sliding logs: per rule, used and when a slot frees.
+-- limits.lua: read-only view of level values (buckets, see lua/buckets.lua, which it
+-- starts with): per rule, how many are used and when a slot frees.
 --
--- KEYS[i] a level's log (zset)
--- ARGV: for each key, R (number of rules) then R pairs: limit, window in us
+-- KEYS and ARGV: the buckets one after the other, as buckets.lua reads them.
 --
--- Returns, per key, per rule: {used, wait in us until a slot is free (0 when
--- one is), wait in us until the oldest entry in the window leaves (0 if empty)}.
+-- Returns, per bucket: {per rule {used, wait in us until a slot is free (0 when one is),
+-- wait in us until the oldest entry in the window leaves (0 if empty)}, then with
+-- reserves, per class, per rule: the events of that class in the window}.
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local out, at = {}, 1
-for k = 1, #KEYS do
-  local n = tonumber(ARGV[at])
-  for i = 1, n do
-    local limit, window = tonumber(ARGV[at + 2 * i - 1]), tonumber(ARGV[at + 2 * i])
-    local lower = '(' .. string.format('%.0f', now - window)
-    local used = redis.call('ZCOUNT', KEYS[k], lower, '+inf')
-    local free, oldest = 0, 0
-    if used > 0 then
-      local first = redis.call('ZRANGEBYSCORE', KEYS[k], lower, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-      oldest = tonumber(first[2]) + window - now
-    end
+local out, at, k = {}, 1, 1
+while at <= #ARGV do
+  local b
+  b, at, k = read_bucket(at, k)
+  load(b)
+  local view = {}
+  for r = 1, #b.rules do
+    local limit, window = b.rules[r][1], b.rules[r][2]
+    local used, free, oldest = b.total[r], 0, 0
+    if used > 0 then oldest = nth(b.log, window, 0) + window - now end
     if used >= limit then
       free = window  -- a 0 limit never frees a slot (as in admit.lua)
-      if limit > 0 then
-        local e = redis.call('ZRANGEBYSCORE', KEYS[k], lower, '+inf', 'WITHSCORES', 'LIMIT', used - limit, 1)
-        free = tonumber(e[2]) + window - now
-      end
+      if limit > 0 then free = nth(b.log, window, used - limit) + window - now end
     end
-    out[#out + 1] = {used, free, oldest}
+    view[#view + 1] = {used, free, oldest}
   end
-  at = at + 2 * n + 1
+  for c = 1, b.K do
+    for r = 1, #b.rules do view[#view + 1] = b.used[c][r] end
+  end
+  out[#out + 1] = view
 end
 return out

@@ -5,10 +5,10 @@
 -- old rules once the change is answered. An override with an end lapses by itself
 -- at that moment of the store's clock (admit.lua is told when, and checks).
 --
--- KEYS[1] overrides (hash: level -> JSON {"rules", "until": us as a string or "",
+-- KEYS[1] overrides (hash: level value -> JSON {"rules", "until": us as a string or "",
 --   "by", "at": us as a string})
 -- KEYS[2] override version (string, a counter)
--- ARGV[1] 'put' or 'delete', ARGV[2] level ('global' or a category),
+-- ARGV[1] 'put' or 'delete', ARGV[2] the level value: the root's name, or LEVEL=VALUE,
 -- for 'put': ARGV[3] rules as written, ARGV[4] duration in ms (0 = until removed),
 --   ARGV[5] who made it
 --

@@ -16,8 +16,10 @@
 --
 -- KEYS for 'step': [1] timers (zset: record key -> when to look, us), [2] outbox
 --   (stream), [3] stats (hash), [4] overrides (hash, see override.lua), [5] the record
--- ARGV for 'step': [1] 'step', then S (severities with steps), then per severity:
---   its name, n, then n pairs: the step's offset (us), its text
+-- ARGV for 'step': [1] 'step', [2] what a category's mute is called in overrides, before
+--   the category ('' when the level named category holds it, else 'LEVEL='), then S
+--   (severities with steps), then per severity: its name, n, then n pairs: the step's
+--   offset (us), its text
 --   Returns 1 when a step was appended to the outbox, else 0.
 --
 -- KEYS for 'sweep': [1] open alerts, [2] their ends, [3] dedup_key index (see
@@ -57,8 +59,8 @@ end
 
 local entry = cjson.decode(e)
 local severity = (type(entry.ev) == 'table' and entry.ev.severity) or 'info'
-local steps, at = {}, 3
-for _ = 1, tonumber(ARGV[2]) do
+local steps, at = {}, 4
+for _ = 1, tonumber(ARGV[3]) do
   local name, n = ARGV[at], tonumber(ARGV[at + 1])
   for i = 1, n do
     if name == severity then steps[i] = {tonumber(ARGV[at + 2 * i]), ARGV[at + 2 * i + 1]} end
@@ -68,7 +70,7 @@ end
 
 -- A category muted now (an override with a 0 rule, in force): its steps are skipped.
 local function muted(category)
-  local raw = redis.call('HGET', KEYS[4], category)
+  local raw = redis.call('HGET', KEYS[4], ARGV[2] .. category)
   if not raw then return false end
   local override = cjson.decode(raw)
   local ends = override['until']

@@ -1,8 +1,9 @@
 """The ``notifier`` command: ``serve`` runs the gateway; ``status``, ``mute``, ``unmute``, ``ack``,
-``unack`` and ``maintenance`` talk to one.
+``unack`` and ``maintenance`` talk to one; ``check-config`` and ``route`` read a configuration file.
 
 A start-up problem (a bad setting, a missing env file, a port in use) is one
-line on stderr naming the variable, file or port, and exit status 2.
+line on stderr naming the variable, file or port, and exit status 2; a bad
+configuration file is one line per problem naming the place in the file.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import sys
 from collections.abc import Callable
 
 from . import terminal
-from .errors import SettingsError
+from .config import EMPTY, Config, load_config
+from .errors import ConfigError, SettingsError
+from .explain import explain_route, summary
+from .policy import Policy
 from .settings import Settings, load_settings, unknown_variables
 
 log = logging.getLogger("notifier")
@@ -40,7 +44,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the gateway")
-    serve.set_defaults(run=lambda args, settings: serve_forever(settings))
+    serve.add_argument("--config", metavar="FILE", help="the configuration file (default: NOTIFIER_CONFIG)")
+    serve.set_defaults(run=_serve)
+    check = commands.add_parser("check-config", help="check a configuration file without starting anything")
+    check.add_argument("file")
+    check.set_defaults(run=_check_config)
+    route = commands.add_parser("route", help="print where an event goes, and its value and rules at every level")
+    route.add_argument("--config", metavar="FILE", help="the configuration file (default: NOTIFIER_CONFIG)")
+    route.add_argument("keys", nargs="+", metavar="KEY=VALUE", help="category=db severity=critical field:team=db ...")
+    route.set_defaults(run=_route)
     status = commands.add_parser("status", help="show limits and totals of a running gateway")
     status.set_defaults(run=lambda args, settings: terminal.show(_url(args, settings), _token(args, settings)))
     mute = commands.add_parser("mute", help="mute a category for the whole fleet for a while")
@@ -81,12 +93,61 @@ def _parser() -> argparse.ArgumentParser:
             _url(args, settings), _token(args, settings), args.name, _window_body(args)
         )
     )
-    for sub in (serve, status, mute, unmute, ack, unack, window):
+    for sub in (serve, status, mute, unmute, ack, unack, window, check, route):
         sub.add_argument("--env-file", help="read NOTIFIER_* settings from this file too")
     for sub in (status, mute, unmute, ack, unack, window):
         sub.add_argument("--url", default=None, help="gateway URL (default: from NOTIFIER_HOST/NOTIFIER_PORT)")
         sub.add_argument("--token", default=None, help="bearer token (default: the first of NOTIFIER_API_TOKENS)")
     return parser
+
+
+def _config(path: str | None, settings: Settings) -> Config:
+    """The configuration file at ``path`` (else ``NOTIFIER_CONFIG``), checked; none is an empty one."""
+    path = path or settings.config
+    return load_config(path, settings) if path else EMPTY
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        config = _config(args.config, settings)
+    except ConfigError as exc:
+        return _fail_all(exc.problems)
+    return serve_forever(settings, config)
+
+
+def _check_config(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        config = load_config(args.file, settings)
+    except ConfigError as exc:
+        return _fail_all(exc.problems)
+    print(f"{args.file}: ok")
+    print(summary(Policy.from_settings(settings, config), config))
+    return 0
+
+
+def _route(args: argparse.Namespace, settings: Settings) -> int:
+    given = dict(key.partition("=")[::2] for key in args.keys)
+    if any("=" not in key for key in args.keys):
+        return _fail("give each key as KEY=VALUE, e.g. category=db field:team=db")
+    try:
+        config = _config(args.config, settings)
+        print(explain_route(Policy.from_settings(settings, config), given))
+    except ConfigError as exc:
+        return _fail_all(exc.problems)
+    except ValueError as exc:  # pydantic's ValidationError is one
+        return _fail(str(exc).splitlines()[0] if "validation error" not in str(exc) else _first_problem(exc))
+    return 0
+
+
+def _first_problem(exc: ValueError) -> str:
+    lines = str(exc).splitlines()
+    return f"{lines[1]}: {lines[2].strip()}" if len(lines) > 2 else lines[0]
+
+
+def _fail_all(problems: list[str]) -> int:
+    for problem in problems:
+        print(f"notifier: {problem}", file=sys.stderr)
+    return 2
 
 
 def _url(args: argparse.Namespace, settings: Settings) -> str:
@@ -115,7 +176,7 @@ def _fail(message: str) -> int:
     return 2
 
 
-def serve_forever(settings: Settings) -> int:
+def serve_forever(settings: Settings, config: Config = EMPTY) -> int:
     """Run the gateway until SIGINT/SIGTERM, then shut down gracefully."""
     from aiohttp import web
 
@@ -134,7 +195,9 @@ def serve_forever(settings: Settings) -> int:
         loop = asyncio.new_event_loop()
     else:
         loop = uvloop.new_event_loop()
-    web.run_app(create_app(settings), sock=sock, loop=loop, access_log=None, shutdown_timeout=10, print=log.info)
+    web.run_app(
+        create_app(settings, config), sock=sock, loop=loop, access_log=None, shutdown_timeout=10, print=log.info
+    )
     return 0
 
 

@@ -4,6 +4,7 @@
 
     NotifierError
     ├── SettingsError        a setting has a bad value; the message names the variable
+    ├── ConfigError          the configuration file has problems; one line each, naming the place
     ├── StoreUnavailable     the store did not answer (raised only by ``store.client``); nothing changed
     │   └── ReplyLost        a call sent whose reply did not come: it may have run
     ├── InDoubt              a 503 whose event may have been admitted; ``id`` names it
@@ -27,6 +28,14 @@ class NotifierError(Exception):
 
 class SettingsError(NotifierError):
     """A setting has a bad value; the message is one line naming the variable."""
+
+
+class ConfigError(NotifierError):
+    """The configuration file has problems: ``problems`` holds one line each, naming the file and place."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
 
 
 class StoreUnavailable(NotifierError):

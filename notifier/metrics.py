@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -12,139 +12,158 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from .models import Outcome
+from .routing import Path
 
 OTHER = "(other)"  # the label of categories past the cap: no category can have this name
 ADMISSION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 FIRST_BUCKET = ADMISSION_BUCKETS[0]
 
 
+Counts = dict[tuple[str, ...], int]
+Labels = Iterable[tuple[str, str]]
+CATEGORIES = "(categories)"  # the label set of categories, apart from any level's (no level has this name)
+MAX_KEPT = 20_000  # (path, outcome, level) counters kept apart before they are folded into labels
+
+
 class Decisions(Collector):
-    """``notifier_events_total`` and ``notifier_admission_seconds``, counted in plain ints.
+    """``notifier_events_total``, ``notifier_level_events_total``, ``notifier_class_events_total`` and
+    ``notifier_admission_seconds``, counted in plain ints.
 
-    Every request of an alert storm is counted here, so this is the cheap path:
-    a dict and a list, no locks (one event loop), turned into Prometheus
-    samples only when ``/metrics`` is scraped.
+    Every request of an alert storm is counted here, so this is the cheap path: one
+    counter per (path, outcome, refusing level), a path being the router's one object
+    per kind of event (hashed by identity), no locks (one event loop). They become
+    Prometheus samples only when ``/metrics`` is scraped, or when there are too many
+    of them: then they are folded into counts by label.
 
-    Categories come from clients: past ``max_categories`` label values (None: no
-    cap, ``NOTIFIER_CATEGORIES`` bounds them), the rest are counted under
-    ``(other)``, so the totals stay exact and the scrape stays bounded.
+    Categories and level values come from clients: past ``max_values`` label values per
+    level (None: no cap, ``NOTIFIER_CATEGORIES`` bounds them), the rest are counted
+    under ``(other)``, so the totals stay exact and the scrape stays bounded.
     """
 
-    def __init__(self, registry: CollectorRegistry, max_categories: int | None = None) -> None:
-        self.events: dict[tuple[str, Outcome, str], int] = {}  # (category, outcome, level) -> events
-        self.critical: dict[tuple[str, Outcome, str], int] = {}  # the events counted above of severity critical
-        self.classes: Classes | None = None  # with reserves: how to tell an event's class
+    def __init__(self, registry: CollectorRegistry, max_values: int | None = None) -> None:
+        self.events: dict[tuple[Path, Outcome, str], int] = {}
         self.buckets = [0] * (len(ADMISSION_BUCKETS) + 1)  # the last one is +Inf
         self.seconds = 0.0
-        self._named: set[str] = set()
-        self._cap = max_categories
+        self.levels: tuple[str, ...] = ()  # the tree's level names, root first
+        self.classes: tuple[str, ...] = ()  # the root's reserve names, by class index - 1
+        self._folded: dict[str, Counts] = {"events": {}, "levels": {}, "classes": {}}
+        self._named: dict[str, set[str]] = {}
+        self._cap = max_values
         registry.register(self)
 
-    def label(self, category: str) -> str:
-        """The label value of ``category``: itself, or ``(other)`` past the cap."""
-        if category in self._named:
-            return category
-        if self._cap is None or len(self._named) < self._cap:
-            self._named.add(category)
-            return category
+    def tree_of(self, levels: tuple[str, ...], root_classes: tuple[str, ...], reserved: Labels = ()) -> None:
+        """Name the tree's levels and the root's classes (fixed for the process: overrides change rules).
+
+        ``reserved``: (level, value) pairs with a reserve somewhere in the tree, and (CATEGORIES, name)
+        for categories: they are named whatever the cap, so every class shows.
+        """
+        self.levels, self.classes = levels, root_classes
+        for level, value in reserved:
+            self._named.setdefault(level, set()).add(value)
+
+    def label(self, value: str, level: str = CATEGORIES) -> str:
+        """The label value of ``value`` at ``level``: itself, or ``(other)`` past the cap."""
+        named = self._named.setdefault(level, set())
+        if value in named:
+            return value
+        if self._cap is None or len(named) < self._cap:
+            named.add(value)
+            return value
         return OTHER
 
-    def count(self, category: str, outcome: Outcome, level: str, seconds: float) -> None:
-        """Count one decided event and the time it took to decide."""
-        key = (category, outcome, level)
-        count = self.events.get(key)  # a plain dict: half a Counter's cost
-        if count is None:  # a new label set: within the cap?
-            key = (self.label(category), outcome, level)
-            count = self.events.get(key, 0)
-        self.events[key] = count + 1
+    def count(self, path: Path, outcome: Outcome, level: str, seconds: float) -> None:
+        """Count one decided event of ``path`` (refused by ``level``, if refused) and the time it took."""
+        key = (path, outcome, level)
+        events = self.events
+        events[key] = events.get(key, 0) + 1  # a plain dict: half a Counter's cost
+        if len(events) > MAX_KEPT:
+            self._fold()
         # A decision made on the replica takes a microsecond or two: the first bucket, without a search.
         self.buckets[0 if seconds <= FIRST_BUCKET else bisect.bisect_left(ADMISSION_BUCKETS, seconds)] += 1
         self.seconds += seconds
 
-    def count_critical(self, category: str, outcome: Outcome, level: str) -> None:
-        """Count, besides :meth:`count`, one decided event of severity critical (its class may differ)."""
-        key = (self.label(category), outcome, level)
-        self.critical[key] = self.critical.get(key, 0) + 1
-
-    def classes_of(self, classes: Classes) -> None:
-        """Count per class of the global level too; its categories are named, whatever the cap."""
-        self.classes = classes
-        self._named.update(classes.categories)
-
-    def _by_class(self) -> dict[tuple[str, str], int]:
-        """Decisions per class and outcome label, from the counts per category (at scrape time: a
-        storm's requests pay nothing for it but the check for severity critical)."""
-        counts: dict[tuple[str, str], int] = {}
-        if self.classes is None:
-            return counts
-        for (category, outcome, level), count in self.events.items():
+    def _fold(self) -> None:
+        """Turn the counters per path into counts per label (bounded whatever clients send)."""
+        folded = self._folded
+        for (path, outcome, level), n in self.events.items():
+            _add(folded["events"], (self.label(path.category), outcome.value, level), n)
             if outcome is Outcome.DUPLICATE or outcome is Outcome.RESOLVED:
                 continue
-            critical = self.critical.get((category, outcome, level), 0)
-            for severity, n in (("info", count - critical), ("critical", critical)):
-                if n:
-                    key = (self.classes.name_of(category, severity), outcome_label(outcome, level))
-                    counts[key] = counts.get(key, 0) + n
-        return counts
+            label = outcome_label(outcome, level)
+            for name, value in zip(self.levels[1:], path.values[1:], strict=True):
+                _add(folded["levels"], (name, self.label(value, name), label), n)
+            if self.classes:
+                index = path.classes[0]
+                _add(folded["classes"], (self.classes[index - 1] if index else "none", label), n)
+        self.events.clear()
 
     def collect(self) -> Iterator[Metric]:
+        self._fold()
+        folded = self._folded
         events = CounterMetricFamily(
             "notifier_events",
             "Events decided, by category and outcome "
-            "(accepted, dropped_global, dropped_category; shadow_* in shadow mode)",
+            "(accepted, dropped_<level>; shadow_dropped_<level> in shadow mode)",
             labels=["category", "outcome"],
         )
         # A duplicate or a resolution is neither admitted nor dropped: the contract keeps them
         # out of notifier_events.
         apart = {
-            Outcome.DUPLICATE: CounterMetricFamily(
+            Outcome.DUPLICATE.value: CounterMetricFamily(
                 "notifier_duplicates",
                 "Events answered as duplicates of an admitted one, by category",
                 labels=["category"],
             ),
-            Outcome.RESOLVED: CounterMetricFamily(
+            Outcome.RESOLVED.value: CounterMetricFamily(
                 "notifier_resolved", "Resolutions of admitted alerts (no limit spent), by category", labels=["category"]
             ),
         }
-        for (category, outcome, level), count in sorted(self.events.items()):
+        for (category, outcome, level), count in sorted(folded["events"].items()):
             if outcome in apart:
                 apart[outcome].add_metric([category], count)
             else:
-                events.add_metric([category, outcome_label(outcome, level)], count)
+                events.add_metric([category, outcome_label(Outcome(outcome), level)], count)
+        levels = CounterMetricFamily(
+            "notifier_level_events",
+            "Events decided, by level of the tree below the root, the event's value there, and outcome",
+            labels=["level", "value", "outcome"],
+        )
+        for labels, count in sorted(folded["levels"].items()):
+            levels.add_metric(list(labels), count)
         classes = CounterMetricFamily(
             "notifier_class_events",
-            "Events decided, by class of the global level (a reserve's category, critical, or none) and outcome",
+            "Events decided, by class of the root level (a reserve's value, critical, or none) and outcome",
             labels=["class", "outcome"],
         )
-        for (name, label), count in sorted(self._by_class().items()):
-            classes.add_metric([name, label], count)
-        yield from (events, *apart.values(), classes)
+        for labels, count in sorted(folded["classes"].items()):
+            classes.add_metric(list(labels), count)
+        yield from (events, *apart.values(), levels, classes)
+        yield self._histogram()
+
+    def _histogram(self) -> Metric:
         cumulative, total = [], 0
         for bound, count in zip((*map(floatToGoString, ADMISSION_BUCKETS), "+Inf"), self.buckets, strict=True):
             total += count
             cumulative.append((bound, total))
-        yield HistogramMetricFamily(
+        return HistogramMetricFamily(
             "notifier_admission_seconds", "Time to decide one event", buckets=cumulative, sum_value=self.seconds
         )
 
 
-class Classes(NamedTuple):
-    """How the admission tells an event's class: its names, and the categories that have one."""
-
-    class_of: Callable[[str, str], int]  # (category, severity) -> index; 0 = none
-    names: tuple[str, ...]  # index -> name
-    categories: frozenset[str]
-
-    def name_of(self, category: str, severity: str) -> str:
-        return self.names[self.class_of(category, severity)]
+def _add(counts: Counts, key: tuple[str, ...], n: int) -> None:
+    counts[key] = counts.get(key, 0) + n
 
 
 class Metrics:
     """Every metric the gateway exports on ``/metrics``."""
 
-    def __init__(self, max_categories: int | None = None) -> None:
+    def __init__(self, max_categories: int | None = None, config: str = "") -> None:
+        """``config``: the SHA-256 of the configuration this replica runs (``config.fingerprint``)."""
         self.registry = r = CollectorRegistry()
+        self.config = config
         self.decisions = Decisions(r, max_categories)
+        info = Gauge("notifier_config_info", "The configuration this replica runs: its SHA-256", ["config"], registry=r)
+        info.labels(config).set(1)
         self.rejected = Counter(
             "notifier_requests_rejected", "Requests refused before any decision, by HTTP status", ["status"], registry=r
         )

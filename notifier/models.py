@@ -9,8 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .settings import CATEGORY_PATTERN
 
+ANONYMOUS = "anonymous"  # the source of every event when no tokens are configured
 Severity = Literal["info", "warning", "error", "critical"]
 Status = Literal["firing", "resolved"]
+SEVERITIES: tuple[str, ...] = Severity.__args__  # type: ignore[attr-defined]
+STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 FieldName = Annotated[str, Field(min_length=1, max_length=100)]
 FieldValue = Annotated[str, Field(max_length=1000)]
 # An absolute http(s) URL of printable ASCII with a host: what Slack takes as a button's url.
@@ -62,9 +65,10 @@ class Decision(NamedTuple):
 
     outcome: Outcome
     id: str
-    level: str = ""  # the refusing level: "global" or "category"
+    level: str = ""  # the refusing level's name, e.g. "global" or "category"
     rule: str = ""  # the refusing rule, e.g. "10/30m"
     retry_after: float = 0.0  # seconds, rounded up to the millisecond
+    value: str | None = None  # the event's value at the refusing level (None at the root)
 
 
 # -- answers, as /openapi.json documents them --------------------------------------
@@ -92,7 +96,8 @@ class Reopened(BaseModel):
 
 class Dropped(BaseModel):
     status: Literal["dropped"] = "dropped"
-    limit: Literal["global", "category"]
+    limit: str = Field(description="the level that refused it, e.g. global or category")
+    value: str | None = Field(None, description="the event's value at that level; absent for the root")
     rule: str
     retry_after: float
 

@@ -40,6 +40,8 @@ class EventEntry:
     record: str = ""  # the key of its alert's record, for events with a dedup_key
     reply: bool = False  # a resolution (or a reopening): a reply in the thread of the alert's message
     reopened: bool = False  # a resolved alert firing again: its ``Firing again`` reply
+    source: str = ""  # the name of the token that sent it ("anonymous" with no tokens)
+    template: str | None = None  # the template its route chose (rendered at delivery), or None: the built-in shape
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,10 @@ def encode_event(entry: EventEntry) -> bytes:
     }
     if entry.record:
         body["rec"] = entry.record
+    if entry.source:
+        body["src"] = entry.source
+    if entry.template:
+        body["tpl"] = entry.template
     return orjson.dumps(body)
 
 
@@ -170,6 +176,8 @@ def decode(fields: Mapping[Any, Any]) -> Entry:
         body.get("rec", ""),
         kind in (REPLY, REOPEN),
         kind == REOPEN,
+        str(body.get("src", "")),
+        body.get("tpl"),
     )
 
 

@@ -1,111 +1,156 @@
-"""The limit hierarchy as data: levels, rules, reserves, routing, with overrides applied.
+"""The limit tree as the gateway enforces it: levels, routes, overrides and windows, in one snapshot.
 
 A :class:`Policy` is an immutable snapshot. The gateway builds one from the
-settings at start and swaps it for a new one when a run-time override changes
-(``admission.overrides``); whatever was decided under a snapshot is read under
-that same snapshot, never under a newer one.
+settings and the configuration file at start and swaps it for a new one when a
+run-time override or a maintenance window changes (``admission.overrides``);
+whatever was decided under a snapshot is read under that same snapshot, never
+under a newer one. Routing (``routing.Router``) does not change with overrides:
+snapshots share one router and the paths it remembers.
 
-Levels: ``global`` (every event) and one level per category. The global level
-may be split into classes with reserved slots (``Fair shares`` in the contract):
-an event of severity ``critical`` when ``NOTIFIER_CRITICAL_RESERVE`` is above 0%,
-else its category when that category has a reserve, else no class.
+An override replaces the rules of one value of one level (``(level, "")`` for
+the root) until it lapses or is removed.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
 
-from .rules import Rule, Rules, longest_ms
-from .settings import GLOBAL as GLOBAL  # the global level's name, re-exported: policy speaks of levels
+from .config import EMPTY, Config
+from .models import Event
+from .routing import DEFAULT_TEMPLATE, Path, Router, routes_from
+from .rules import Rules, longest_ms
+from .settings import GLOBAL as GLOBAL  # the root's name without a file, re-exported: policy speaks of levels
 from .settings import Settings
+from .tree import CATEGORY as CATEGORY
+from .tree import Level, Tree, level_index, tree_from_config
 from .windows import MaintenanceWindow, QuietWindow, Span, current_or_next
 
-CATEGORY = "category"  # what a refusal names for a category's own level
-CRITICAL_CLASS = "severity:critical"
-MAX_CACHED_CHANNELS = 10_000  # channels whose quiet hours a snapshot remembers (channels come from settings)
+MAX_CACHED_CHANNELS = 10_000  # channels whose quiet hours a snapshot remembers
 CLOCK_SLACK_US = 1_000_000  # the replica's estimates of the store's clock differ by less than this
 NO_QUIET_RECHECK_US = 3_600_000_000  # a channel with no quiet hours within 8 days is looked at again hourly
 
+Target = tuple[str, str]  # (level name, value): what an override addresses; the root's value is ""
 
-def category_class(category: str) -> str:
-    """The class id of a category with a reserve."""
-    return f"category:{category}"
+
+def override_field(target: Target, root: str) -> str:
+    """The field of the overrides hash for ``(level, value)``: the root's name; a category's own
+    name at the level named ``category`` (as before the tree); else ``level=value``."""
+    level, value = target
+    if level == root:
+        return level
+    return value if level == CATEGORY else f"{level}={value}"
+
+
+def override_target(field: str, root: str) -> Target:
+    """The ``(level, value)`` a field of the overrides hash addresses (see :func:`override_field`)."""
+    level, sep, value = field.partition("=")
+    if sep:
+        return (level, value)
+    return (root, "") if field == root else (CATEGORY, field)
 
 
 @dataclass(frozen=True)
 class Override:
-    """Rules that replace a level's own, until ``until_us`` (store clock) or until removed."""
+    """Rules that replace a level value's own, until ``until_us`` (store clock) or until removed."""
 
     level: str
+    value: str
     rules: Rules
     until_us: int | None = None
     by: str = ""
 
-
-@dataclass(frozen=True)
-class Reserve:
-    """A class's guaranteed share of the global level."""
-
-    class_id: str
-    share: Fraction  # percent, exact
-
     @property
-    def name(self) -> str:
-        """What the class is called in answers: ``critical`` or the category."""
-        return self.class_id.partition(":")[2]
-
-    @property
-    def kind(self) -> str:
-        return self.class_id.partition(":")[0]
-
-    def slots(self, rule: Rule) -> int:
-        """Reserved slots of this class under ``rule``: floor(share * count / 100), exactly."""
-        return math.floor(self.share * rule.count / 100)
+    def target(self) -> Target:
+        return (self.level, self.value)
 
 
 @dataclass(frozen=True)
 class Policy:
-    """One snapshot of the hierarchy the gateway enforces."""
+    """One snapshot of the tree the gateway enforces."""
 
-    global_rules: Rules
-    category_default: Rules
-    category_rules: Mapping[str, Rules]
-    channels: Mapping[str, str]
-    default_channel: str
+    tree: Tree
+    router: Router
     categories: frozenset[str] | None = None  # NOTIFIER_CATEGORIES; None = any valid name
-    reserves: tuple[Reserve, ...] = ()
-    overrides: Mapping[str, Override] = field(default_factory=dict)
+    overrides: Mapping[Target, Override] = field(default_factory=dict)
     version: int = 0  # the store's override version this snapshot was read at
     quiet: Mapping[str, tuple[QuietWindow, ...]] = field(default_factory=dict)  # channel or "*" -> windows
     maintenance: Mapping[str, MaintenanceWindow] = field(default_factory=dict)  # not yet ended, by name
     hold_bypass: frozenset[str] = frozenset()  # severities no window holds
-    _critical: int = field(init=False, repr=False, compare=False)
     _quiet_spans: dict[str, tuple[int, int, tuple[str, Span] | None]] = field(init=False, repr=False, compare=False)
-    _by_category: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Policy:
-        reserves = [Reserve(category_class(c), s) for c, s in sorted(settings.category_reserves.items()) if s]
-        if settings.critical_reserve:
-            reserves.insert(0, Reserve(CRITICAL_CLASS, settings.critical_reserve))
+    def from_settings(cls, settings: Settings, config: Config = EMPTY) -> Policy:
+        tree = tree_from_config(config, settings)
+        default_template = DEFAULT_TEMPLATE if DEFAULT_TEMPLATE in config.templates else None
+        routes = routes_from(config, settings.category_channels)
         return cls(
-            global_rules=settings.global_limit,
-            category_default=settings.category_limit,
-            category_rules=dict(settings.category_limits),
-            channels=dict(settings.category_channels),
-            default_channel=settings.slack_channel or "default",
+            tree=tree,
+            router=Router(tree, routes, settings.slack_channel or "default", default_template),
             categories=None if settings.categories is None else frozenset(settings.categories),
-            reserves=tuple(reserves),
             quiet=dict(settings.quiet_hours),
             hold_bypass=frozenset(settings.hold_bypass),
         )
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_quiet_spans", {})
+
+    @property
+    def root(self) -> Level:
+        return self.tree[0]
+
+    def level(self, name: str) -> int | None:
+        """The index of the level called ``name``, or None."""
+        return level_index(self.tree, name)
+
+    def route(self, event: Event, source: str, channel: str | None = None) -> Path:
+        """Where ``event`` from ``source`` goes, and its value and class at every level."""
+        return self.router.path(event, source, channel)
+
+    def rules_for(self, level: int, value: str) -> Rules:
+        """The rules in force for ``value`` of level number ``level`` (its override first)."""
+        tree_level = self.tree[level]
+        override = self.overrides.get((tree_level.name, value)) if self.overrides else None
+        return override.rules if override is not None else tree_level.rules_of(value)
+
+    def default_rules(self, level: int, value: str) -> Rules:
+        """The configured rules of ``value`` at level number ``level``, whatever override is in force."""
+        return self.tree[level].rules_of(value)
+
+    def until_us(self, level: int, value: str) -> int | None:
+        """When the override of that level value lapses (store clock), if it has one that does."""
+        override = self.overrides.get((self.tree[level].name, value)) if self.overrides else None
+        return override.until_us if override is not None else None
+
+    def longest_ms(self, level: int, value: str) -> int:
+        return longest_ms(self.rules_for(level, value))
+
+    @property
+    def earliest_until_us(self) -> int | None:
+        """The first moment (store clock) an override of this snapshot lapses."""
+        ends = [o.until_us for o in self.overrides.values() if o.until_us is not None]
+        return min(ends) if ends else None
+
+    def channel_for(self, category: str) -> str:
+        """The channel events of ``category`` go to when nothing else about them decides it."""
+        route = self.router.match({"category": category, "severity": "info", "status": "firing"})
+        return route.channel if route else self.router.default_channel
+
+    def mute_target(self, category: str) -> Target:
+        """What a message's mute control mutes: its category at the level named ``category``, else at
+        the first level keyed by category, else at the lowest level."""
+        named = self.level(CATEGORY)
+        if named is None:
+            named = next((i for i, lv in enumerate(self.tree) if lv.key == CATEGORY), len(self.tree) - 1)
+        return (self.tree[named].name, category)
+
+    def allows(self, category: str) -> bool:
+        """False when ``NOTIFIER_CATEGORIES`` is set and does not name ``category``."""
+        return self.categories is None or category in self.categories
+
     def with_overrides(
         self,
-        overrides: Mapping[str, Override],
+        overrides: Mapping[Target, Override],
         version: int,
         maintenance: Mapping[str, MaintenanceWindow] | None = None,
     ) -> Policy:
@@ -160,62 +205,3 @@ class Policy:
         if len(self._quiet_spans) < MAX_CACHED_CHANNELS:
             self._quiet_spans[channel] = (now_us, span.end_us if span else now_us + NO_QUIET_RECHECK_US, found)
         return found
-
-    def rules_for(self, level: str) -> Rules:
-        """The rules in force for ``level``: ``global`` or a category (its override first)."""
-        override = self.overrides.get(level)
-        if override is not None:
-            return override.rules
-        if level == GLOBAL:
-            return self.global_rules
-        return self.category_rules.get(level, self.category_default)
-
-    def default_rules(self, level: str) -> Rules:
-        """The rules of ``level`` from the settings, whatever override is in force."""
-        return self.global_rules if level == GLOBAL else self.category_rules.get(level, self.category_default)
-
-    def until_us(self, level: str) -> int | None:
-        """When the override of ``level`` lapses (store clock), if it has one that does."""
-        override = self.overrides.get(level)
-        return override.until_us if override is not None else None
-
-    @property
-    def earliest_until_us(self) -> int | None:
-        """The first moment (store clock) an override of this snapshot lapses."""
-        ends = [o.until_us for o in self.overrides.values() if o.until_us is not None]
-        return min(ends) if ends else None
-
-    def channel_for(self, category: str) -> str:
-        """The Slack channel events of ``category`` go to."""
-        return self.channels.get(category) or self.default_channel
-
-    def allows(self, category: str) -> bool:
-        """False when ``NOTIFIER_CATEGORIES`` is set and does not name ``category``."""
-        return self.categories is None or category in self.categories
-
-    def __post_init__(self) -> None:
-        # class_of runs for every event of a storm: a lookup, not a scan of the reserves.
-        by_class = {reserve.class_id: index for index, reserve in enumerate(self.reserves, 1)}
-        object.__setattr__(self, "_critical", by_class.pop(CRITICAL_CLASS, 0))
-        object.__setattr__(self, "_by_category", {c.partition(":")[2]: i for c, i in by_class.items()})
-        object.__setattr__(self, "_quiet_spans", {})
-
-    def class_of(self, category: str, severity: str) -> int:
-        """The index of the event's class in :attr:`reserves`, plus one; 0 for no class."""
-        if self._critical and severity == "critical":
-            return self._critical
-        return self._by_category.get(category, 0)
-
-    def one_class(self, category: str) -> bool:
-        """True when every event of ``category`` is of one class (no critical reserve sets some apart)."""
-        return self.class_of(category, "critical") == self.class_of(category, "info")
-
-    def levels(self, categories: list[str]) -> Iterator[tuple[str, Rules]]:
-        """``global`` and each of ``categories`` with the rules in force."""
-        yield GLOBAL, self.rules_for(GLOBAL)
-        for category in categories:
-            yield category, self.rules_for(category)
-
-    @property
-    def global_longest_ms(self) -> int:
-        return longest_ms(self.rules_for(GLOBAL))

@@ -147,6 +147,7 @@ class Settings(BaseSettings):
     on_store_error: Literal["fail_closed", "fail_open"] = "fail_closed"
     replicas: int = Field(1, ge=1)
     log_level: str = "INFO"
+    config: str | None = None  # the configuration file (notifier.config); `serve --config FILE` sets it too
 
     @field_validator("category_limits", "category_channels", "category_reserves")
     @classmethod

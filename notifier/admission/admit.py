@@ -10,8 +10,10 @@ from __future__ import annotations
 import time
 
 from ..errors import StoreUnavailable
-from ..metrics import Classes, Decisions
+from ..metrics import CATEGORIES, Decisions, Labels
 from ..models import Decision, Event
+from ..policy import Policy
+from ..routing import Path
 from .fallback import Fallback
 from .limiter import Limiter
 
@@ -21,43 +23,51 @@ class Admission:
 
     def __init__(self, limiter: Limiter, fallback: Fallback | None, decisions: Decisions) -> None:
         self.limiter, self.fallback, self._decisions = limiter, fallback, decisions
-        policy = limiter.policy  # overrides change rules, never the classes: this mapping holds
-        critical = any(reserve.kind == "severity" for reserve in policy.reserves)
-        self._count_critical = decisions.count_critical if critical else None
-        if policy.reserves:
-            names = ("none", *(reserve.name for reserve in policy.reserves))
-            reserved = frozenset(r.name for r in policy.reserves if r.kind == "category")
-            decisions.classes_of(Classes(policy.class_of, names, reserved))
+        policy = limiter.policy  # overrides change rules, never the tree: these names hold
+        root_classes = tuple(reserve.name for reserve in policy.root.reserves)
+        decisions.tree_of(tuple(level.name for level in policy.tree), root_classes, _reserved(policy))
 
-    async def decide(self, event: Event) -> Decision:
-        """Run one event through the limiter and count the outcome."""
-        return self.decide_here(event) or await self.decide_in_store(event)
+    def route(self, event: Event, source: str, channel: str | None = None) -> Path:
+        """Where ``event`` from ``source`` goes (naming ``channel`` itself at a front door)."""
+        return self.limiter.policy.router.path(event, source, channel)
 
-    def decide_here(self, event: Event) -> Decision | None:
+    async def decide(self, event: Event, source: str = "anonymous", channel: str | None = None) -> Decision:
+        """Route one event, run it through the limiter and count the outcome."""
+        path = self.route(event, source, channel)
+        return self.decide_here(event, path) or await self.decide_in_store(event, path, source)
+
+    def decide_here(self, event: Event, path: Path) -> Decision | None:
         """The decision of ``event`` when this replica knows it (counted), else None; no I/O.
 
         In a storm nearly every event meets a level known to be full, or repeats an alert
         known firing: a plain call, so the storm path awaits nothing for it.
         """
         started = time.perf_counter()
-        decision = self.limiter.decide_locally(event)
+        decision = self.limiter.decide_locally(event, path)
         if decision is not None:
-            self._count(event, decision, started)
+            self._decisions.count(path, decision.outcome, decision.level, time.perf_counter() - started)
         return decision
 
-    async def decide_in_store(self, event: Event) -> Decision:
+    async def decide_in_store(self, event: Event, path: Path, source: str = "anonymous") -> Decision:
         """The store's decision of ``event`` (or the fallback's, with ``fail_open``), counted."""
         started = time.perf_counter()
         try:
-            decision = await self.limiter.decide_in_store(event)
+            decision = await self.limiter.decide_in_store(event, path, source)
         except StoreUnavailable:
             if self.fallback is None:
                 raise
-            decision = self.fallback.admit(event, self.limiter.policy)
-        self._count(event, decision, started)
+            decision = self.fallback.admit(event, path, source, self.limiter.policy)
+        self._decisions.count(path, decision.outcome, decision.level, time.perf_counter() - started)
         return decision
 
-    def _count(self, event: Event, decision: Decision, started: float) -> None:
-        self._decisions.count(event.category, decision.outcome, decision.level, time.perf_counter() - started)
-        if self._count_critical is not None and event.severity == "critical":  # its class may not be its category's
-            self._count_critical(event.category, decision.outcome, decision.level)
+
+def _reserved(policy: Policy) -> Labels:
+    """Every ``LEVEL=VALUE`` class of the tree, and the categories among them, for the metrics' labels."""
+    keys = {level.name: level.key for level in policy.tree}
+    for level in policy.tree:
+        for reserves in (level.reserves, *level.value_reserves.values()):
+            for reserve in reserves:
+                if reserve.kind in keys:
+                    yield reserve.kind, reserve.name
+                    if keys[reserve.kind] == "category":
+                        yield CATEGORIES, reserve.name

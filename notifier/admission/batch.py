@@ -14,13 +14,14 @@ from typing import Any, NamedTuple
 
 from ..models import Event
 from ..outbox import EventEntry, encode_event
-from ..policy import GLOBAL, Policy
+from ..policy import Policy
+from ..routing import Path
 from ..rules import Rules
 from ..settings import Settings
 from ..store.client import as_text
 from ..store.keys import Keys
 
-MAX_REMEMBERED = 10_000  # categories held in per-category caches: names come from clients
+MAX_REMEMBERED = 10_000  # level values held in per-value caches: values come from clients
 NO_HOLD: list[Any] = ["", 0, 0, ""]  # the hold arguments of an event no window holds
 MODES = {"firing": 1, "resolved": 2}  # the dedup mode of an event with a dedup_key, by its status (0: none)
 
@@ -33,23 +34,28 @@ def rule_args(rules: Rules) -> list[int]:
     return args
 
 
+class Wait(NamedTuple):
+    """How long one level refuses an event (0: it has room), and its rule that stays full longest."""
+
+    us: int
+    rule: int  # from 1; 0 = none
+
+
 class ScriptResult(NamedTuple):
     """One event's entry in the reply of ``admit.lua``."""
 
     outcome: str
     id: str
-    level: str
-    global_wait_us: int
-    global_rule: int  # index from 1 of the global rule that stays full longest; 0 = none
-    category_wait_us: int
-    category_rule: int
+    level: int  # the refusing level, from 0 (the root); -1 = none
     life_us: int = 0  # a firing alert's remaining life after this event (us), else 0
+    waits: tuple[Wait, ...] = ()  # per level, root first; empty for a duplicate or a resolution
 
     @classmethod
     def of(cls, reply: list[Any]) -> ScriptResult:
-        outcome, first_id, level = (as_text(v) for v in reply[:3])
-        gw, grule, cw, crule, life = (int(v) for v in reply[3:8])
-        return cls(outcome, first_id, level, gw, grule, cw, crule, life)
+        outcome, first_id = as_text(reply[0]), as_text(reply[1])
+        numbers = [int(v) for v in reply[4:]]
+        waits = tuple(Wait(numbers[i], numbers[i + 1]) for i in range(0, len(numbers), 2))
+        return cls(outcome, first_id, int(reply[2]) - 1, int(reply[3]), waits)
 
 
 class Reply(NamedTuple):
@@ -74,13 +80,27 @@ class Refused(NamedTuple):
     reason: str  # "expired" or "stale"
 
 
-class Category(NamedTuple):
-    """What the script needs of a category, built once per category and policy."""
+class Bucket(NamedTuple):
+    """What the script needs of one value of one level, built once per policy."""
 
-    log_key: str
-    suppressed_key: str
-    channel: str
-    args: list[int]  # the lapse of its override, then its rules
+    keys: list[str]  # its log, and with reserves the log of no class and of each class
+    args: list[Any]  # level (from 1), value, lapse of its override, rules, K, reserved slots
+
+
+def bucket_of(keys: Keys, policy: Policy, level: int, value: str) -> Bucket:
+    """Keys and arguments of the value ``value`` of level number ``level``, as lua/buckets.lua reads them."""
+    name = policy.tree[level].name
+    rules, reserves = policy.rules_for(level, value), policy.tree[level].reserves_of(value)
+    names = [keys.bucket_log(name, value)]
+    if reserves:
+        classes = ["none", *(reserve.class_id for reserve in reserves)]
+        names += [keys.class_log(name, value, c) for c in classes]
+    slots = [reserve.slots(rule) for reserve in reserves for rule in rules]
+    args = [level + 1, value, policy.until_us(level, value) or 0, *rule_args(rules), len(reserves), *slots]
+    return Bucket(names, args)
+
+
+RefusalKey = tuple[Path, int]  # (the refused event's path, the refusing level): counted together
 
 
 @dataclass
@@ -90,6 +110,8 @@ class Pending:
     event: Event
     id: str
     deadline: float  # time.monotonic() after which its request answers 503
+    path: Path
+    source: str = "anonymous"
 
 
 class Protocol:
@@ -98,45 +120,46 @@ class Protocol:
     def __init__(self, keys: Keys, settings: Settings, policy: Policy, edits: bool) -> None:
         self.policy, self._keys = policy, keys
         cap = 0 if settings.categories is not None else settings.max_categories
-        self._options = [settings.digest_interval * 1000, int(settings.shadow), cap, int(edits)]
-        classes = ["none", *(reserve.class_id for reserve in policy.reserves)]
+        tree = policy.tree
+        self._head: list[Any] = [settings.digest_interval * 1000, int(settings.shadow), cap, int(edits)]
+        self._head += [len(tree), *(level.name for level in tree)]
         self._keys_head = [
-            keys.global_log,
             keys.outbox,
             keys.stats,
             keys.categories,
             keys.digest_due,
             keys.overrides_version,
             keys.edits,
-            *(keys.class_log(c) for c in classes),
             *keys.alert_keys,
             keys.held_pairs,
             keys.alert_epoch,
+            *(keys.level_values(level.name) for level in tree[1:]),
         ]
-        rules = policy.rules_for(GLOBAL)
-        reserves = [reserve.slots(rule) for reserve in policy.reserves for rule in rules]
-        self._global = [*rule_args(rules), policy.until_us(GLOBAL) or 0, len(policy.reserves), *reserves]
-        self._categories: dict[str, Category] = {}
+        keyed = [i for i, level in enumerate(tree) if level.key == "category"]
+        self.window_level = keyed[0] if keyed else len(tree) - 1  # whose longest window an alert lives
+        self._buckets: dict[tuple[int, str], Bucket] = {}
 
-    def category(self, name: str) -> Category:
-        """Keys, channel and arguments of a category, built once per policy."""
-        known = self._categories.get(name)
+    def bucket(self, level: int, value: str) -> Bucket:
+        """Keys and arguments of one level value, built once per policy."""
+        known = self._buckets.get((level, value))
         if known is None:
-            policy, channel = self.policy, self.policy.channel_for(name)
-            known = Category(
-                self._keys.category_log(name),
-                self._keys.suppressed(channel),
-                channel,
-                [policy.until_us(name) or 0, *rule_args(policy.rules_for(name))],
-            )
-            if len(self._categories) < MAX_REMEMBERED:
-                self._categories[name] = known
+            known = self._bucket(level, value)
+            if len(self._buckets) < MAX_REMEMBERED:
+                self._buckets[(level, value)] = known
         return known
+
+    def _bucket(self, level: int, value: str) -> Bucket:
+        return bucket_of(self._keys, self.policy, level, value)
+
+    def alert_window_us(self, path: Path) -> int:
+        """How long an alert's record lives: the longest window of its category's level (else the lowest)."""
+        level = self.window_level
+        return self.policy.longest_ms(level, path.values[level]) * 1000
 
     def call(
         self,
         batch: list[Pending],
-        refused: dict[tuple[str, str], int],
+        refused: dict[RefusalKey, int],
         deadline_us: int,
         now_us: int,
         repeats: Sequence[Repeat] = (),
@@ -147,27 +170,41 @@ class Protocol:
         or next; the script decides by its own clock whether it holds.
         """
         policy = self.policy
-        keys = list(self._keys_head)
-        args: list[Any] = [
-            deadline_us,
-            policy.version,
-            policy.earliest_until_us or 0,
-            *self._options,
-            *self._global,
-            len(refused),
-        ]
-        for (category, level), count in refused.items():
-            known = self.category(category)
-            keys.append(known.suppressed_key)
-            args += [category, known.channel, level, count, *self._hold(known.channel, category, "", now_us)]
+        placed: dict[tuple[int, str], int] = {}
+        bucket_keys: list[str] = []
+        bucket_args: list[Any] = []
+        refs: dict[Path, list[int]] = {}
+        for item in batch:
+            if item.path not in refs:
+                refs[item.path] = self._place(item.path, placed, bucket_keys, bucket_args)
+        keys = [*self._keys_head, *bucket_keys]
+        args: list[Any] = [deadline_us, policy.version, policy.earliest_until_us or 0, *self._head]
+        args += [len(placed), *bucket_args, len(refused)]
+        for (path, level), count in refused.items():
+            keys.append(self._keys.suppressed(path.channel))
+            hold = self._hold(path.channel, path.category, "", now_us)
+            args += [path.category, path.channel, level + 1, count, *hold, *path.values[1:]]
         args.append(len(repeats))
         for repeat in repeats:
             keys.append(repeat.record)
             args += [repeat.first_id, repeat.times, repeat.last_us]
         received = time.time()
         for item in batch:
-            self._event_args(item, received, now_us, keys, args)
+            self._event_args(item, refs[item.path], received, now_us, keys, args)
         return keys, args
+
+    def _place(self, path: Path, placed: dict[tuple[int, str], int], keys: list[str], args: list[Any]) -> list[int]:
+        """The call's bucket number (from 1) and the class of ``path`` at each level, placing new buckets."""
+        refs: list[int] = []
+        for level, value, class_index in path.cells:
+            number = placed.get((level, value))
+            if number is None:
+                bucket = self.bucket(level, value)
+                number = placed[(level, value)] = len(placed) + 1
+                keys += bucket.keys
+                args += bucket.args
+            refs += [number, class_index]
+        return refs
 
     def _hold(self, channel: str, category: str, severity: str, now_us: int) -> list[Any]:
         """The hold arguments of an event: the window of its channel in force or next, or none."""
@@ -178,32 +215,35 @@ class Protocol:
         name, span = held
         return [name, span.start_us, span.end_us, Keys.held_pair(channel, name, span.start_us)]
 
-    def _event_args(self, item: Pending, received: float, now_us: int, keys: list[str], args: list[Any]) -> None:
-        event, known = item.event, self.category(item.event.category)
+    def _event_args(
+        self, item: Pending, refs: list[int], received: float, now_us: int, keys: list[str], args: list[Any]
+    ) -> None:
+        event, path = item.event, item.path
         mode = MODES[event.status] if event.dedup_key else 0
         # Without a dedup_key the script never reads the record: any key of the slot will do.
-        record = self._keys.record(event.category, event.dedup_key) if event.dedup_key else known.log_key
-        keys += [known.log_key, record, known.suppressed_key]
+        record = self._keys.record(event.category, event.dedup_key) if event.dedup_key else self._keys.outbox
+        keys += [record, self._keys.suppressed(path.channel)]
         entry = EventEntry(
             item.id,
             event.category,
-            known.channel,
+            path.channel,
             event.model_dump(exclude_none=True),
             received,
             record if mode else "",
+            source=item.source,
+            template=path.template,
         )
         args += [
             item.id,
             event.category,
-            known.channel,
-            self.policy.class_of(event.category, event.severity),
+            path.channel,
             mode,
-            *self._hold(known.channel, event.category, event.severity, now_us),
+            *self._hold(path.channel, event.category, event.severity, now_us),
             encode_event(entry),
         ]
         if mode == 2:
             args.append(encode_event(replace(entry, reply=True)))
-        args += known.args
+        args += [self.alert_window_us(path), *refs]
 
 
 def read_reply(reply: list[Any]) -> Reply | Refused:

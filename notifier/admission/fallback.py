@@ -7,13 +7,13 @@ up, at least 1), so the fleet together stays near the configured limits.
 
 An event admitted this way cannot be queued in the outbox, which lives in the
 store. It is held in a bounded in-memory queue and, as soon as the store
-answers again, appended to the outbox, written into the global and category
-sliding logs at the time it was admitted (so the fleet's windows count it) and
-counted in ``/v1/stats``, then delivered as usual; a hand-over whose reply was
-lost is sent again and then does nothing (``restore.lua`` marks the event). Only
-a store that certainly did not decide is replaced here: an event the store may
-have admitted (its reply lost) answers ``OutcomeUnknown``, never a local
-decision, which would count it twice. A refusal is handed to the
+answers again, appended to the outbox, written into the sliding logs of its
+value at every level at the time it was admitted (so the fleet's windows count
+it) and counted in ``/v1/stats``, then delivered as usual; a hand-over whose
+reply was lost is sent again and then does nothing (``restore.lua`` marks the
+event). Only a store that certainly did not decide is replaced here: an event
+the store may have admitted (its reply lost) answers ``OutcomeUnknown``, never a
+local decision, which would count it twice. A refusal is handed to the
 limiter's pending refusal counts, which reach ``/v1/stats`` and the digests
 with its next call. Honest limits: held events are lost if this process dies
 before the store returns; dedup keys are not checked; when the queue is full
@@ -37,19 +37,21 @@ from ..errors import StoreUnavailable
 from ..metrics import Metrics
 from ..models import Decision, Event, Outcome
 from ..outbox import EventEntry, encode_event
-from ..policy import GLOBAL, Policy
-from ..rules import Rule, Rules, longest_ms
+from ..policy import Policy
+from ..routing import Path
+from ..rules import Rule, Rules
 from ..settings import Settings
 from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..tasks import cancel_and_wait
+from ..tree import Reserves
 from .limiter import Limiter, retry_seconds
 
 log = logging.getLogger(__name__)
 
 MAX_HELD = 10_000  # admitted events kept in memory while the store is down
-MAX_WINDOWS = 10_000  # categories with a local window: names come from clients
+MAX_WINDOWS = 10_000  # level values with a local window: values come from clients
 DRAIN_INTERVAL = 0.5  # seconds between attempts to hand held events to the store
 HANDED_OVER_MS = 86_400_000  # how long the store remembers a handed-over event, so a retry does nothing
 
@@ -94,12 +96,19 @@ class LocalWindow:
                     worst, worst_rule = free_at - now, text
         return worst, worst_rule
 
+    def wait_of(self, now: float, cls: int) -> tuple[float, str]:
+        """As :meth:`wait`: without reserves, every class waits alike."""
+        return self.wait(now)
+
     def add(self, now: float) -> None:
         self.times.append(now)
 
+    def add_of(self, now: float, cls: int) -> None:
+        self.add(now)
+
 
 class ClassWindow(LocalWindow):
-    """The global level with reserves (the contract's fair shares), for this replica's part.
+    """A level value with reserves (the contract's fair shares), for this replica's part.
 
     Each admission is kept with its class; a rule admits an event of class c when c
     admitted fewer than its reserved slots, or else when the overflow is below the
@@ -107,10 +116,10 @@ class ClassWindow(LocalWindow):
     admission, so a storm of refusals costs a lookup each.
     """
 
-    def __init__(self, rules: list[LocalRule], policy: Policy) -> None:
+    def __init__(self, rules: list[LocalRule], reserves: Reserves) -> None:
         super().__init__(rules)
         self.classes: deque[int] = deque()
-        self._slots = [[r.slots(Rule(rule.limit, 1, "")) for rule in rules] for r in policy.reserves]
+        self._slots = [[r.slots(Rule(rule.limit, 1, "")) for rule in rules] for r in reserves]
         self._waits: dict[int, tuple[float, str]] = {}
 
     def wait(self, now: float) -> tuple[float, str]:
@@ -156,6 +165,7 @@ class Held(NamedTuple):
 
     entry: EventEntry
     admitted_us: int  # this replica's clock: the only record of when it was admitted
+    path: Path
 
 
 class Fallback:
@@ -168,7 +178,7 @@ class Fallback:
         self._replicas = settings.replicas
         self._cap = 0 if settings.categories is not None else settings.max_categories
         self._label = metrics.decisions.label
-        self._windows: dict[str, LocalWindow] = {}
+        self._windows: dict[tuple[int, str], LocalWindow] = {}
         self._held: deque[Held] = deque()
         self._task: asyncio.Task[None] | None = None
         self.decisions = Counter(
@@ -183,54 +193,47 @@ class Fallback:
         """Admitted events not yet handed to the store."""
         return len(self._held)
 
-    def admit(self, event: Event, policy: Policy) -> Decision:
-        """Decide ``event`` locally; raises :class:`StoreUnavailable` when the queue is full."""
+    def admit(self, event: Event, path: Path, source: str, policy: Policy) -> Decision:
+        """Decide ``event`` (going ``path``) locally; raises :class:`StoreUnavailable` when the queue is full."""
         if len(self._held) >= MAX_HELD:
             raise StoreUnavailable("store unreachable and the fail_open queue is full")
         now = time.monotonic()
-        global_window, category = self._window(GLOBAL, policy), self._window(event.category, policy)
-        cls = policy.class_of(event.category, event.severity)
-        if isinstance(global_window, ClassWindow):
-            global_wait, global_rule = global_window.wait_of(now, cls)
-        else:
-            global_wait, global_rule = global_window.wait(now)
-        category_wait, category_rule = category.wait(now)
-        if global_wait or category_wait:
-            level, wait, rule = (
-                ("category", category_wait, category_rule)
-                if category_wait > global_wait
-                else (GLOBAL, global_wait, global_rule)
-            )
-            self.decisions.labels(self._label(event.category), f"dropped_{level}").inc()
-            self._limiter.count_refusal(event.category, level)
-            return Decision(Outcome.DROPPED, "", level, rule, retry_seconds(wait))
-        if isinstance(global_window, ClassWindow):
-            global_window.add_of(now, cls)
-        else:
-            global_window.add(now)
-        category.add(now)
+        windows = [self._window(level, value, policy) for level, value, _ in path.cells]
+        waits = [window.wait_of(now, cls) for window, (_, _, cls) in zip(windows, path.cells, strict=True)]
+        level = max(range(len(waits)), key=lambda i: (waits[i][0], -i))  # the longest; the upper on a tie
+        wait, rule = waits[level]
+        if wait:
+            name = policy.tree[level].name
+            self.decisions.labels(self._label(event.category), f"dropped_{name}").inc()
+            self._limiter.count_refusal(path, level)
+            return Decision(Outcome.DROPPED, "", name, rule, retry_seconds(wait), path.values[level] if level else None)
+        for window, (_, _, cls) in zip(windows, path.cells, strict=True):
+            window.add_of(now, cls)
         entry = EventEntry(
             uuid.uuid4().hex,
             event.category,
-            policy.channel_for(event.category),
+            path.channel,
             event.model_dump(exclude_none=True),
             time.time(),
+            source=source,
+            template=path.template,
         )
-        self._held.append(Held(entry, int(time.time() * 1e6)))
+        self._held.append(Held(entry, int(time.time() * 1e6), path))
         self.decisions.labels(self._label(event.category), "accepted").inc()
         self._wake()
         return Decision(Outcome.ACCEPTED, entry.id)
 
-    def _window(self, level: str, policy: Policy) -> LocalWindow:
-        window = self._windows.get(level)
+    def _window(self, level: int, value: str, policy: Policy) -> LocalWindow:
+        window = self._windows.get((level, value))
         if window is None:
             if len(self._windows) >= MAX_WINDOWS:
                 # Only windows with no admission left in them can go without loosening a limit.
                 now = time.monotonic()
-                self._windows = {k: w for k, w in self._windows.items() if w.wait(now)[0] or k == GLOBAL}
-            rules = scaled(policy.rules_for(level), self._replicas)
-            shared = level == GLOBAL and policy.reserves
-            window = self._windows[level] = ClassWindow(rules, policy) if shared else LocalWindow(rules)
+                self._windows = {k: w for k, w in self._windows.items() if w.wait(now)[0] or k[0] == 0}
+            rules = scaled(policy.rules_for(level, value), self._replicas)
+            reserves = policy.tree[level].reserves_of(value)
+            window = ClassWindow(rules, reserves) if reserves else LocalWindow(rules)
+            self._windows[(level, value)] = window
         return window
 
     def _wake(self) -> None:
@@ -258,14 +261,17 @@ class Fallback:
         return moved
 
     async def _hand_over(self, held: Held) -> None:
-        entry, policy, keys = held.entry, self._limiter.policy, self._keys
-        names = [keys.global_log, keys.category_log(entry.category), keys.outbox, keys.stats, keys.categories]
+        entry, path, policy, keys = held.entry, held.path, self._limiter.policy, self._keys
+        names = [keys.outbox, keys.stats, keys.categories, *(keys.level_values(lv.name) for lv in policy.tree[1:])]
+        args: list[object] = [entry.id, entry.category, held.admitted_us, encode_event(entry), self._cap]
+        args.append(len(policy.tree))
+        for (level, value, cls), tree_level in zip(path.cells, policy.tree, strict=True):
+            reserves = tree_level.reserves_of(value)
+            names.append(keys.bucket_log(tree_level.name, value))
+            if reserves:  # every admitted event is in the log of its class, or of no class
+                names.append(keys.class_log(tree_level.name, value, reserves[cls - 1].class_id if cls else "none"))
+            args += [tree_level.name, value, policy.longest_ms(level, value), int(bool(reserves))]
         names.append(keys.restored(entry.id))  # a hand-over whose reply was lost is sent again: once only
-        if policy.reserves:  # every admitted event is in the log of its class, or of no class
-            index = policy.class_of(entry.category, str(entry.event.get("severity", "info")))
-            names.append(keys.class_log(policy.reserves[index - 1].class_id if index else "none"))
-        global_ms, category_ms = longest_ms(policy.rules_for(GLOBAL)), longest_ms(policy.rules_for(entry.category))
-        args = [entry.id, entry.category, held.admitted_us, encode_event(entry), global_ms, category_ms, self._cap]
         args.append(HANDED_OVER_MS)
         await self._store.run(self._scripts.restore, names, args)
 

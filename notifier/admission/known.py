@@ -5,7 +5,8 @@ is firing after it (and how long its record lives on), or whether the event was 
 the limits. While this replica knows an alert firing it answers the alert's firing repeats
 ``duplicate`` itself, as the store would; the repeats are counted here and sent to the store
 in groups ("N repeats of this alert, the last at T") with the next call. A key known refused
-is refused here while its level is known full (the limiter checks the level).
+is refused here while a level that every event of the key passes alike is known full for
+every class such an event can have (``local.FullLevels``).
 
 The alert epoch. Only the store knows when an alert stops firing (a resolution on any replica,
 an HTTP event, a Slack click, ``/v1/alertmanager``). Every resolution bumps a counter in the

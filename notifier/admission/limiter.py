@@ -4,21 +4,20 @@ Concurrent requests are coalesced: every event that arrives while a call is in
 flight rides in the next one, in arrival order, each with its own answer, so
 the limiter costs one round trip per batch rather than per event.
 
-A sliding log loses entries only with time, so a level the script reported full
-stays full at least for the wait it returned. Until then this replica refuses
-such events itself, without a round trip, naming the level and rule the script
-would name; the refusals are still written to the shared counters with the next
-call (or within ``FLUSH_DELAY``, and before ``/v1/stats`` answers). What it
-knows is kept per class of the global level (a full shared part does not mean a
-class with free reserved slots is refused) and per category.
+A level the script reported full stays full at least for the wait it returned:
+until then this replica refuses such events itself, without a round trip, as the
+store would (``local.FullLevels``, per level value and class); the refusals are
+still written to the shared counters with the next call (or within
+``FLUSH_DELAY``, and before ``/v1/stats`` answers).
 
 Alerts (events with a ``dedup_key``) are decided here too when the store told
 what their key is (see ``known.py``): a firing repeat of an alert known firing
 is answered ``duplicate`` with the first event's id, and a key known refused is
-refused while its level is known full. The repeats are counted in the store
-with the next call like local refusals (the alert's ``n``, last seen time and
-one edit of its message). A locally decided answer wrote nothing, so it never
-claims anything of the store (replication included).
+refused while a level that all its events pass alike is known full for every class
+they can have (``local.FullLevels.refusal``). The repeats are counted in the store with the next call like local
+refusals (the alert's ``n``, last seen time and one edit of its message). A
+locally decided answer wrote nothing, so it never claims anything of the store
+(replication included).
 
 Bounded time: each event has a deadline (``NOTIFIER_REDIS_TIMEOUT`` after it
 arrived). A call carries the earliest deadline of its batch, in the store's
@@ -55,13 +54,15 @@ from collections.abc import Awaitable, Callable
 
 from ..errors import InDoubt, NotReplicated, OutcomeUnknown, ReplyLost, StoreUnavailable
 from ..models import Decision, Event, Outcome
-from ..policy import CATEGORY, GLOBAL, Policy
+from ..policy import Policy
+from ..routing import Path
 from ..settings import Settings
 from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
-from .batch import MAX_REMEMBERED, Pending, Protocol, Refused, Repeat, Reply, ScriptResult, read_reply
+from .batch import Pending, Protocol, RefusalKey, Refused, Repeat, Reply, ScriptResult, read_reply
 from .known import REFRESH, AlertKey, KnownAlerts, Repeats
+from .local import FullLevels
 
 MAX_BATCH = 256
 MAX_WAITING = 4 * MAX_BATCH  # events waiting for the store; past it, 503 at once
@@ -69,14 +70,12 @@ FLUSH_DELAY = 0.05
 RETRY_DELAY = 1.0  # between attempts to count refusals while the store is unreachable
 REPLY_MARGIN = 0.25  # seconds the reply may take beyond the script's deadline
 STALE_RETRIES = 3  # calls retried after a policy change before the events answer 503
-OPEN_TRUST = 1.0  # seconds a category with room is believed to keep it, when another class could fill it
 
 # Decision's generated __new__ is Python code, a visible cost when every request of a
 # storm is a local refusal: that path builds the tuple directly (all five fields given).
 _new_decision = tuple.__new__
 _DROPPED = Outcome.DROPPED
 _DUPLICATE = Outcome.DUPLICATE
-Block = tuple[float, str, str]  # a level known full: (until, "global" or "category", rule text)
 
 
 def retry_seconds(wait: float) -> float:
@@ -92,7 +91,7 @@ def retry_after_us(wait_us: int) -> float:
 
 
 class Limiter:
-    """Decides each event against the global and category levels in one atomic call."""
+    """Decides each event against every level of the tree in one atomic call."""
 
     def __init__(
         self,
@@ -111,16 +110,13 @@ class Limiter:
         self._queue: list[Pending] = []
         self._futures: dict[str, asyncio.Future[Decision]] = {}
         self._stale: dict[str, int] = {}  # event id -> calls it rode in that met a policy change
-        # Refusals decided here, not yet counted in Redis: (category, level) -> how many.
-        self._refused: dict[tuple[str, str], int] = {}
+        # Refusals decided here, not yet counted in Redis: (path, refusing level) -> how many.
+        self._refused: dict[RefusalKey, int] = {}
         self._busy = False
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0
         self._idle = asyncio.Event()
         self._idle.set()
-        # Levels known full: a class index (the global level, for that class) or a category name.
-        self._blocked: dict[int | str, Block] = {}
-        self._open: dict[str, float] = {}  # categories known to have room, until then
         self._known = KnownAlerts()
         self._alerts = alerts
         self.reload: Callable[[], Awaitable[None]] | None = None  # reads the policy again (overrides)
@@ -134,19 +130,17 @@ class Limiter:
     def policy(self, policy: Policy) -> None:
         """Swap the snapshot: what was known under the old one is void."""
         self._protocol = Protocol(self._keys, self._settings, policy, self._edits)
-        self._class_of = policy.class_of if policy.reserves else None
-        self._longest_global = policy.global_longest_ms / 1000
-        self._blocked.clear()
-        self._open.clear()
+        self._levels = FullLevels(policy)
         self._known.clear()
 
-    async def admit(self, event: Event) -> Decision:
+    async def admit(self, event: Event, source: str = "anonymous", channel: str | None = None) -> Decision:
         """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down and
         :class:`InDoubt` (``NotReplicated``, ``OutcomeUnknown``) when it may have admitted it."""
-        return self.decide_locally(event) or await self.decide_in_store(event)
+        path = self.policy.route(event, source, channel)
+        return self.decide_locally(event, path) or await self.decide_in_store(event, path, source)
 
-    async def decide_in_store(self, event: Event) -> Decision:
-        """Send ``event`` with the next batch to the script and wait for its answer."""
+    async def decide_in_store(self, event: Event, path: Path, source: str = "anonymous") -> Decision:
+        """Send ``event`` (going ``path``) with the next batch to the script and wait for its answer."""
         if len(self._queue) >= MAX_WAITING:
             raise StoreUnavailable(f"{MAX_WAITING} events already wait for the store")
         if not self._store.answering:
@@ -154,7 +148,7 @@ class Limiter:
         event_id = uuid.uuid4().hex
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         self._futures[event_id] = future
-        self._queue.append(Pending(event, event_id, time.monotonic() + self._budget))
+        self._queue.append(Pending(event, event_id, time.monotonic() + self._budget, path, source))
         self._schedule(0)
         try:
             return await future
@@ -169,68 +163,55 @@ class Limiter:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), timeout)
 
-    def count_refusal(self, category: str, level: str) -> None:
-        """Count a refusal decided here (locally or by ``fail_open``) with the next call to the script."""
-        key = (category, level)
+    def count_refusal(self, path: Path, level: int) -> None:
+        """Count a refusal by level number ``level``, decided here (locally or by ``fail_open``), with the
+        next call to the script."""
+        key = (path, level)
         self._refused[key] = self._refused.get(key, 0) + 1  # a plain dict: half a Counter's cost
         if self._timer is None and not self._busy:  # else a call is already due
             self._schedule(FLUSH_DELAY)
 
-    def decide_locally(self, event: Event) -> Decision | None:
-        """The answer to ``event`` when this replica knows it as the store would, else None (no I/O)."""
+    def decide_locally(self, event: Event, path: Path) -> Decision | None:
+        """The answer to ``event`` (going ``path``) when this replica knows it as the store would,
+        else None (no I/O)."""
         if event.dedup_key is None:
-            return self._refusal(event, False)
+            return self._refusal(path)
         if event.status != "firing" or not self._alerts:
             return None
         key = (event.category, event.dedup_key)
         if key in self._known.refused:  # first: most keys of a storm are refused ones (a key is of one kind)
-            return self._refusal(event, True)
+            return self._refusal(path, True)
         now = time.monotonic()
         first = self._known.duplicate(key, now)
         if first is None:
             return None
-        if not self._busy:  # else the call in flight reads the epoch, and its end schedules the next
+        self._keep_reading(now)
+        return _new_decision(Decision, (_DUPLICATE, first, "", "", 0.0, None))
+
+    def _keep_reading(self, now: float) -> None:
+        """Keep the read of the alert epochs fresh while repeats are answered here."""
+        if not self._busy:  # else the call in flight reads them, and its end schedules the next
             if now - self._known.read_at > REFRESH:  # the read is ageing: the next call reads it again
                 self._schedule(0)
             elif self._timer is None:
                 self._schedule(FLUSH_DELAY)
-        return _new_decision(Decision, (_DUPLICATE, first, "", "", 0.0))
 
-    def _refusal(self, event: Event, keyed: bool) -> Decision | None:
-        """The refusal of ``event`` when its levels are known well enough, else None.
+    def _refusal(self, path: Path, keyed: bool = False) -> Decision | None:
+        """The refusal of an event going ``path`` when its levels are known well enough, else None.
 
-        Like the script, it names the level that stays full longer (global on a
-        tie), so it refuses only when it knows both: the global level for the
-        event's class, and the category (full, or with room while nothing can
-        fill it). ``keyed``: the event's key is known refused, and stays so
-        while no firing event of it can be admitted anywhere; a category with
-        room could admit one of another class (a critical one), so then only
-        a category whose events all share one class will do.
+        ``keyed``: the event's alert key is known refused (see ``FullLevels.refusal``).
         """
-        blocked = self._blocked
-        if not blocked or self._shadow:
+        if not self._levels.blocked or self._shadow:
             return None
         now = time.monotonic()
-        category = event.category
-        own = blocked.get(category)
-        shared = blocked.get(self._class_of(category, event.severity) if self._class_of else 0)
-        if own is not None and own[0] > now:
-            if shared is not None and shared[0] > now:
-                block = own if own[0] > shared[0] else shared
-            elif own[0] - now > self._longest_global:  # no global wait can be longer
-                block = own
-            else:
-                return None
-        elif shared is not None and shared[0] > now and self._open.get(category, 0.0) > now:
-            if keyed and not self._protocol.policy.one_class(category):
-                return None
-            block = shared
-        else:
+        block = self._levels.refusal(path, now, keyed)
+        if block is None:
             return None
-        self.count_refusal(category, block[1])
+        self.count_refusal(path, block[1])
         # No id: none is shown for a refusal, and the script only counts it. The wait is
         # positive, so its milliseconds rounded up are at least 1 (retry_seconds, inlined).
-        return _new_decision(Decision, (_DROPPED, "", block[1], block[2], math.ceil((block[0] - now) * 1000) / 1000))
+        retry = math.ceil((block[0] - now) * 1000) / 1000
+        return _new_decision(Decision, (_DROPPED, "", block[2], block[4], retry, block[3]))
 
     def _schedule(self, delay: float) -> None:
         """Start the next call after ``delay`` unless one is in flight or due sooner."""
@@ -254,7 +235,7 @@ class Limiter:
         asyncio.get_running_loop().create_task(self._call(batch, refused, self._known.take_repeats(), self._protocol))
 
     async def _call(
-        self, batch: list[Pending], refused: dict[tuple[str, str], int], repeats: Repeats, protocol: Protocol
+        self, batch: list[Pending], refused: dict[RefusalKey, int], repeats: Repeats, protocol: Protocol
     ) -> None:
         sent, failed = time.monotonic(), True
         try:
@@ -296,7 +277,7 @@ class Limiter:
     async def _ask(
         self,
         batch: list[Pending],
-        refused: dict[tuple[str, str], int],
+        refused: dict[RefusalKey, int],
         repeats: Repeats,
         protocol: Protocol,
         sent: float,
@@ -323,7 +304,7 @@ class Limiter:
         reply = read_reply(written.replies[0])
         return reply if isinstance(reply, Refused) else (reply, written.replicas >= replicas)
 
-    async def _not_decided(self, batch: list[Pending], refused: dict[tuple[str, str], int], why: Refused) -> None:
+    async def _not_decided(self, batch: list[Pending], refused: dict[RefusalKey, int], why: Refused) -> None:
         """The script did nothing: past the deadline (503), or under an old policy (read it, try again).
 
         A deadline that passed by the store's clock but not here means that clock was set (a quiet
@@ -348,15 +329,14 @@ class Limiter:
         count = self._stale[item.id] = self._stale.get(item.id, 0) + 1
         return count <= STALE_RETRIES
 
-    def _give_back(self, refused: dict[tuple[str, str], int]) -> None:
+    def _give_back(self, refused: dict[RefusalKey, int]) -> None:
         for key, count in refused.items():  # keep local refusals until they are counted
             self._refused[key] = self._refused.get(key, 0) + count
 
-    def _fail(self, batch: list[Pending], refused: dict[tuple[str, str], int], exc: StoreUnavailable) -> None:
+    def _fail(self, batch: list[Pending], refused: dict[RefusalKey, int], exc: StoreUnavailable) -> None:
         """Answer the batch: ``StoreUnavailable`` when the script did not run, else ``OutcomeUnknown`` each."""
         # The store may have restarted empty: what we knew about full levels and alerts is void.
-        self._blocked.clear()
-        self._open.clear()
+        self._levels.clear()
         self._known.clear()
         self._give_back(refused)
         doubt = isinstance(exc, ReplyLost)
@@ -374,52 +354,20 @@ class Limiter:
             future.set_result(answer)
 
     def _settle(self, item: Pending, result: ScriptResult, sent: float, protocol: Protocol) -> None:
-        policy, category = protocol.policy, item.event.category
-        if result.outcome in ("dropped", "shadow"):
-            if protocol is self._protocol:  # else the policy changed meanwhile: nothing to keep
-                self._remember(item.event, result, sent, policy)
-            level = result.level
-            wait, rule = (
-                (result.global_wait_us, result.global_rule)
-                if level == GLOBAL
-                else (result.category_wait_us, result.category_rule)
-            )
-            outcome = Outcome.SHADOW if result.outcome == "shadow" else Outcome.DROPPED
-            self._answer(
-                item,
-                Decision(outcome, item.id, level, _rule_text(policy, category, level, rule), retry_after_us(wait)),
-            )
-        else:
+        if result.outcome not in ("dropped", "shadow"):
             self._answer(item, Decision(Outcome(result.outcome), result.id))
-
-    def _remember(self, event: Event, result: ScriptResult, sent: float, policy: Policy) -> None:
-        """Note what the script reported full (or open), to refuse such events here meanwhile.
-
-        Times are measured from when the call was sent, which is no later than the
-        store's clock at execution, so a local refusal never outlasts the real one.
-        """
-        if len(self._blocked) > MAX_REMEMBERED or len(self._open) > MAX_REMEMBERED:
-            self._blocked.clear()  # only a shortcut: forgetting costs round trips, not answers
-            self._open.clear()
-        category = event.category
-        gw, cw = result.global_wait_us / 1e6, result.category_wait_us / 1e6
-        if gw:
-            self._blocked[policy.class_of(category, event.severity)] = (
-                sent + gw,
-                GLOBAL,
-                _rule_text(policy, category, GLOBAL, result.global_rule),
-            )
-        if cw:
-            self._blocked[category] = (
-                sent + cw,
-                CATEGORY,
-                _rule_text(policy, category, CATEGORY, result.category_rule),
-            )
-        elif gw:
-            # Room in the category stays while nothing can be admitted into it: no event
-            # of its class passes the global level until then. Another class (critical
-            # events) could fill it, so then the belief is kept for a short while only.
-            self._open[category] = sent + (gw if policy.one_class(category) else min(gw, OPEN_TRUST))
+            return
+        if protocol is self._protocol:  # else the policy changed meanwhile: nothing to keep
+            self._levels.learn(item.path, result.waits, sent)
+        policy, level = protocol.policy, result.level
+        value = item.path.values[level]
+        wait = result.waits[level]
+        rule = policy.rules_for(level, value)[max(wait.rule, 1) - 1].text
+        outcome = Outcome.SHADOW if result.outcome == "shadow" else Outcome.DROPPED
+        decision = Decision(
+            outcome, item.id, policy.tree[level].name, rule, retry_after_us(wait.us), value if level else None
+        )
+        self._answer(item, decision)
 
     def _learn(self, event: Event, result: ScriptResult, sent: float, current: bool) -> None:
         """Note what the store said of the event's key (only forget, when the reply is not current)."""
@@ -432,9 +380,3 @@ class Limiter:
             self._known.learn_refused(key)
         else:
             self._known.forget(key)
-
-
-def _rule_text(policy: Policy, category: str, level: str, rule: int) -> str:
-    """The text of rule number ``rule`` (from 1) of a level, e.g. ``10/30m``."""
-    rules = policy.rules_for(GLOBAL if level == GLOBAL else category)
-    return rules[max(rule, 1) - 1].text

@@ -8,6 +8,10 @@ admission script also checks the version and the first lapse of the snapshot a
 call was built under, and decides nothing under an old one: so once a change is
 answered, no event anywhere is decided under the old rules, and a replica's
 "level is full" knowledge never outlives the override it was learned under.
+
+An override addresses one value of one level: in the store's hash its field is
+``policy.override_field`` (a category's at the level named ``category`` keeps the
+name it had before the tree, so timers.lua and stored overrides read it as before).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 from prometheus_client import Counter
 
 from ..errors import StoreUnavailable
-from ..policy import Override, Policy
+from ..policy import CATEGORY, Override, Policy, Target, override_field, override_target
 from ..rules import Rules, parse_rules, rules_text
 from ..store.client import Store, as_text
 from ..store.keys import Keys
@@ -60,10 +64,11 @@ class Overrides:
         raw_windows = await self._store.call(redis.hgetall, self._keys.windows)
         now_us = await self._store.server_time_us(self._keys.overrides)
         overrides = {}
-        for level, value in raw.items():
-            override = _read(as_text(level), as_text(value))
+        root = self._defaults.root.name
+        for name, value in raw.items():
+            override = _read(override_target(as_text(name), root), as_text(value))
             if override is not None and (override.until_us is None or override.until_us > now_us):
-                overrides[override.level] = override
+                overrides[override.target] = override
         windows = [read_window(as_text(name), as_text(value)) for name, value in raw_windows.items()]
         maintenance = {w.name: w for w in windows if w is not None and w.end_us > now_us}
         return self._defaults.with_overrides(overrides, int(version or 0), maintenance)
@@ -88,16 +93,17 @@ class Overrides:
         if int(version or 0) != policy.version or (lapse and self._store.store_time_us(monotonic) >= lapse):
             await self.refresh()
 
-    async def put(self, level: str, rules: Rules, for_ms: int | None, by: str) -> Override:
-        """Override ``level`` with ``rules`` (for ``for_ms``, else until removed); in force at once here."""
+    async def put(self, target: Target, rules: Rules, for_ms: int | None, by: str) -> Override:
+        """Override a level value with ``rules`` (for ``for_ms``, else until removed); in force at once here."""
+        field = override_field(target, self._defaults.root.name)
         until, _ = await self._store.run(
-            self._scripts.override, self._keys.override_keys, ["put", level, rules_text(rules), for_ms or 0, by]
+            self._scripts.override, self._keys.override_keys, ["put", field, rules_text(rules), for_ms or 0, by]
         )
-        override = Override(level, rules, int(as_text(until)) if as_text(until) else None, by)
+        override = Override(*target, rules, int(as_text(until)) if as_text(until) else None, by)
         self._changes.labels("put", _source(by)).inc()
         log.info(
             "override of %s by %s: %s%s",
-            level,
+            describe(target),
             by,
             rules_text(rules),
             f" until {_when(override.until_us)}" if override.until_us else " until removed",
@@ -105,12 +111,13 @@ class Overrides:
         await self._refresh_now()
         return override
 
-    async def delete(self, level: str, by: str) -> bool:
-        """Remove the override of ``level``; False when none was in force."""
-        removed, _ = await self._store.run(self._scripts.override, self._keys.override_keys, ["delete", level])
+    async def delete(self, target: Target, by: str) -> bool:
+        """Remove the override of a level value; False when none was in force."""
+        field = override_field(target, self._defaults.root.name)
+        removed, _ = await self._store.run(self._scripts.override, self._keys.override_keys, ["delete", field])
         if int(removed):
             self._changes.labels("delete", _source(by)).inc()
-            log.info("override of %s removed by %s", level, by)
+            log.info("override of %s removed by %s", describe(target), by)
             await self._refresh_now()
         return bool(int(removed))
 
@@ -158,13 +165,22 @@ def _source(by: str) -> str:
     return "slack" if by.startswith("slack:") else "api"
 
 
-def _read(level: str, value: str) -> Override | None:
+def describe(target: Target) -> str:
+    """``global``, ``db`` (a category) or ``channel #incidents``, for log lines."""
+    level, value = target
+    if not value or level == CATEGORY:
+        return value or level
+    return f"{level} {value}"
+
+
+def _read(target: Target, value: str) -> Override | None:
     try:
         body: Mapping[str, Any] = json.loads(value)
         until = str(body.get("until") or "")
-        return Override(level, parse_rules(str(body["rules"])), int(until) if until else None, str(body.get("by", "")))
+        rules = parse_rules(str(body["rules"]))
+        return Override(*target, rules, int(until) if until else None, str(body.get("by", "")))
     except (ValueError, KeyError, TypeError):
-        log.error("override of %s cannot be read, ignored: %r", level, value[:200])
+        log.error("override of %s cannot be read, ignored: %r", describe(target), value[:200])
         return None
 
 
@@ -191,5 +207,5 @@ def _when(until_us: int | None) -> str:
     return "never" if until_us is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(until_us / 1e6))
 
 
-def _describe(overrides: Mapping[str, Override]) -> str:
-    return ", ".join(f"{o.level}={rules_text(o.rules)} until {_when(o.until_us)}" for o in overrides.values())
+def _describe(overrides: Mapping[Target, Override]) -> str:
+    return ", ".join(f"{describe(t)}={rules_text(o.rules)} until {_when(o.until_us)}" for t, o in overrides.items())

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..escalation import Escalation
-from ..policy import Policy
+from ..policy import Policy, override_field
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
@@ -49,6 +49,7 @@ class Timers:
     ) -> None:
         self._store, self._scripts, self._keys = store, scripts, keys
         self._args = step_args(escalation)
+        self._policy = policy
         self._handover = Handover(store, scripts, keys, policy)
 
     async def run(self) -> None:
@@ -69,10 +70,16 @@ class Timers:
         taken = 0
         for record in map(as_text, due):
             step_keys = [keys.timers, keys.outbox, keys.stats, keys.overrides, record]
-            taken += int(await self._store.run(self._scripts.timers, step_keys, ["step", *self._args]))
+            args = ["step", self._mute_prefix(), *self._args]
+            taken += int(await self._store.run(self._scripts.timers, step_keys, args))
         if taken:
             log.info("escalation: %d step(s) due, queued", taken)
         return taken
+
+    def _mute_prefix(self) -> str:
+        """How the overrides name a category's mute, before the category (see ``override_field``)."""
+        policy = self._policy()
+        return override_field(policy.mute_target(""), policy.root.name)
 
     async def sweep(self) -> int:
         """Take alerts whose window ended out of the open-alert index."""

@@ -183,15 +183,17 @@ async def _acknowledge(gateway: Gateway, click: Click) -> web.Response:
 
 
 async def _mute(gateway: Gateway, click: Click) -> str:
+    target = gateway.admission.limiter.policy.mute_target(click.category)
     override = await gateway.overrides.put(
-        click.category, parse_rules(f"0/{click.duration}"), _mute_length(click.duration), f"slack:<@{click.user}>"
+        target, parse_rules(f"0/{click.duration}"), _mute_length(click.duration), f"slack:<@{click.user}>"
     )
     until = time.strftime("%H:%M UTC", time.gmtime((override.until_us or 0) / 1e6))
     return f"Muted {escape(click.category)} until {until} by <@{click.user}>"
 
 
 async def _unmute(gateway: Gateway, click: Click) -> str:
-    await gateway.overrides.delete(click.category, f"slack:<@{click.user}>")
+    target = gateway.admission.limiter.policy.mute_target(click.category)
+    await gateway.overrides.delete(target, f"slack:<@{click.user}>")
     return f"Unmuted {escape(click.category)} by <@{click.user}>"
 
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from aiohttp import web
 
-from ..policy import GLOBAL
 from ..store.client import as_text
 from ..store.keys import Stat
 from .answers import ApiError, json_response
@@ -30,16 +29,24 @@ async def stats_view(gateway: Gateway) -> dict[str, Any]:
     """Totals shared by all replicas, from the counters the admission script keeps."""
     raw = await gateway.store.call(gateway.store.redis.hgetall, gateway.keys.stats)
     counts = {as_text(k): int(v) for k, v in raw.items()}
+    tree = gateway.admission.limiter.policy.tree
     by_category: dict[str, dict[str, int]] = {}
+    by_level: dict[str, dict[str, dict[str, int]]] = {level.name: {} for level in tree[1:]}
     for name, value in counts.items():
         outcome, _, category = name.partition(":")
         if category and outcome in Stat.PER_CATEGORY:
             by_category.setdefault(category, {Stat.ACCEPTED: 0, Stat.DROPPED: 0})[outcome] = value
+        elif outcome == Stat.PER_LEVEL:
+            level, _, rest = category.partition(":")
+            outcome, _, level_value = rest.partition(":")
+            if level in by_level and outcome in Stat.PER_CATEGORY:
+                by_level[level].setdefault(level_value, {Stat.ACCEPTED: 0, Stat.DROPPED: 0})[outcome] = value
     return {
         "accepted": counts.get(Stat.ACCEPTED, 0),
         "dropped": counts.get(Stat.DROPPED, 0),
-        "dropped_by_limit": {level: counts.get(Stat.dropped_by(level), 0) for level in (GLOBAL, "category")},
+        "dropped_by_limit": {level.name: counts.get(Stat.dropped_by(level.name), 0) for level in tree},
         "by_category": dict(sorted(by_category.items())),
+        "by_level": {level: dict(sorted(values.items())) for level, values in by_level.items()},
         "duplicates": counts.get(Stat.DUPLICATE, 0),
         "resolved": counts.get(Stat.RESOLVED, 0),
         "reopened": counts.get(Stat.REOPENED, 0),

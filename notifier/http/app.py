@@ -13,6 +13,7 @@ from ..admission.admit import Admission
 from ..admission.fallback import Fallback
 from ..admission.limiter import Limiter
 from ..admission.overrides import WATCH_EVERY, Overrides
+from ..config import EMPTY, Config, fingerprint
 from ..delivery.dead_letters import DeadLetters
 from ..delivery.worker import Delivery
 from ..errors import StoreUnavailable
@@ -28,9 +29,10 @@ from . import admin, alerts, console, limits, ops, windows
 from .actions import post_action
 from .alertmanager import post_alertmanager
 from .answers import MAX_BODY, answers_errors, no_route
+from .auth import TOKENS, Tokens
 from .events import post_event
 from .openapi import openapi_handler
-from .state import GATEWAY, METRICS, SETTINGS, Gateway
+from .state import CONFIG, GATEWAY, METRICS, SETTINGS, Gateway
 
 ANY = r"[\s\S]"  # any character, a newline too (a path may hold %0A; "." would leave it to aiohttp's text 404)
 GAUGES_EVERY = 5.0  # seconds between two reads of the global level's use for the gauges
@@ -51,7 +53,7 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
     metrics.watch_store(store)
     async with aiohttp.ClientSession() as session:
         sink = make_sink(settings, session)
-        defaults = Policy.from_settings(settings)
+        defaults = Policy.from_settings(settings, app[CONFIG])
         limiter = Limiter(store, scripts, keys, settings, defaults, edits=sink.edits)
         overrides = Overrides(store, scripts, keys, defaults, limiter, metrics.overrides)
         with contextlib.suppress(StoreUnavailable):  # else the watch reads them once the store answers
@@ -83,10 +85,11 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
     await store.close()
 
 
-def create_app(settings: Settings) -> web.Application:
+def create_app(settings: Settings, config: Config = EMPTY) -> web.Application:
     """The gateway as an aiohttp application."""
     app = web.Application(client_max_size=MAX_BODY)
-    app[SETTINGS], app[METRICS] = settings, Metrics(None if settings.categories else settings.max_categories)
+    app[SETTINGS], app[CONFIG], app[TOKENS] = settings, config, Tokens(settings, config)
+    app[METRICS] = Metrics(None if settings.categories else settings.max_categories, fingerprint(config, settings))
     app.cleanup_ctx.append(gateway_ctx)
     routes = [
         web.post("/v1/events", post_event),
@@ -95,6 +98,8 @@ def create_app(settings: Settings) -> web.Application:
         web.get("/v1/limits", limits.get_limits),
         web.put("/v1/limits/{level}", limits.put_limit),
         web.delete("/v1/limits/{level}", limits.delete_limit),
+        web.put("/v1/limits/{level}/{value:" + ANY + "+}", limits.put_limit),
+        web.delete("/v1/limits/{level}/{value:" + ANY + "+}", limits.delete_limit),
         web.get("/v1/windows", windows.get_windows),
         web.put("/v1/windows/{name}", windows.put_window),
         web.delete("/v1/windows/{name}", windows.delete_window),

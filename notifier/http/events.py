@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..models import Decision, Outcome
+from ..models import ANONYMOUS, Decision, Outcome
 from .answers import error_answer, json_response, refusal_response
 from .input import check_post, parse_event
 from .state import GATEWAY
@@ -25,9 +25,17 @@ _TEXT = {outcome: outcome.value for outcome in Outcome}  # a lookup: the enum's 
 def decision_body(decision: Decision) -> dict[str, Any]:
     """The answer body of a decision, as the contract writes it."""
     if decision.outcome is Outcome.DROPPED:
+        if decision.value is None:
+            return {
+                "status": "dropped",
+                "limit": decision.level,
+                "rule": decision.rule,
+                "retry_after": decision.retry_after,
+            }
         return {
             "status": "dropped",
             "limit": decision.level,
+            "value": decision.value,
             "rule": decision.rule,
             "retry_after": decision.retry_after,
         }
@@ -48,7 +56,8 @@ async def post_event(request: web.Request) -> web.StreamResponse:
         admission = gateway.admission
         check_post(request, gateway.settings.api_tokens)
         event = parse_event(await request.read(), admission.limiter.policy)
-        decision = admission.decide_here(event) or await admission.decide_in_store(event)
+        path = admission.route(event, ANONYMOUS)
+        decision = admission.decide_here(event, path) or await admission.decide_in_store(event, path, ANONYMOUS)
         if decision.outcome is Outcome.DROPPED:
             return refusal_response(decision_body(decision), decision.retry_after)
         return json_response(decision_body(decision), _STATUS[decision.outcome])

@@ -1,10 +1,14 @@
-"""``/v1/limits``: how full every level is, and run-time overrides of its rules.
+"""``/v1/limits``: how full every level of the tree is, and run-time overrides of its rules.
 
-``GET`` shows, per level and rule, how many are used and when a slot frees; per
-global rule the shared slots and each class's reserved slots; and the overrides
-in force with when they end. ``PUT /v1/limits/{level}`` overrides a level's
-rules for the whole fleet (optionally ``for`` a while), ``DELETE`` removes the
-override. Both need the bearer token like every change.
+``GET`` shows, per level and value, per rule, how many are used and when a slot
+frees; per rule with reserves the shared slots and each class's reserved slots;
+and the overrides in force with when they end. A level lists each value that has
+events counted (up to ``MAX_SHOWN``), has rules of its own, or an override.
+
+``PUT /v1/limits/{level}/{value}`` overrides the rules of one value of one level
+for the whole fleet (optionally ``for`` a while), ``DELETE`` removes the override;
+the root is ``/v1/limits/{root}``, and ``/v1/limits/{category}`` (one segment that
+is not the root's name) addresses a category at the level named ``category``.
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..admission.batch import rule_args
-from ..policy import GLOBAL, Override, Policy
+from ..admission.batch import bucket_of
+from ..config import PLAIN_KEYS
+from ..models import SEVERITIES, STATUSES
+from ..policy import CATEGORY, Override, Policy, Target, override_field
 from ..rules import Rule, Rules, format_share, parse_duration_ms, parse_rules, rules_text
 from ..settings import CATEGORY_PATTERN
 from ..store.client import as_text
+from ..tree import Level, Reserves
 from .answers import ApiError, json_response
 from .auth import check_token
 from .input import invalid, read_json, validated
@@ -28,12 +35,13 @@ from .state import GATEWAY, Gateway
 
 log = logging.getLogger(__name__)
 
-MAX_CATEGORIES_SHOWN = 1000
+MAX_SHOWN = 1000  # values shown per level
 DURATION_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*(ms|s|m|h|d)?\s*$"  # the syntax; the value must be positive
 RULES_PATTERN = (
     r"^\s*[0-9]+\s*/\s*[0-9]+(\.[0-9]+)?\s*(ms|s|m|h|d)?\s*(,\s*[0-9]+\s*/\s*[0-9]+(\.[0-9]+)?\s*(ms|s|m|h|d)?\s*)*$"
 )
 CATEGORY_RE = re.compile(CATEGORY_PATTERN)
+MAX_VALUE = 1000  # characters of a value (a field's value may be that long)
 
 
 class OverrideRequest(BaseModel):
@@ -55,39 +63,62 @@ async def get_limits(request: web.Request) -> web.StreamResponse:
     return json_response(await limits_view(request.app[GATEWAY]))
 
 
-async def limits_view(gateway: Gateway, categories: bool = True) -> dict[str, Any]:
-    """Per level and rule: used, remaining, when a slot is available and when the next one frees.
+async def limits_view(gateway: Gateway, below: bool = True) -> dict[str, Any]:
+    """Per level, value and rule: used, remaining, when a slot is available and when the next one frees.
 
     ``available_in`` is 0 while the rule has room; ``next_free_in`` is when the
-    oldest entry in its window leaves. With ``categories`` False, the global level only.
+    oldest entry in its window leaves. With ``below`` False, the root only.
     """
     store, keys, policy = gateway.store, gateway.keys, gateway.admission.limiter.policy
-    names: list[str] = []
-    if categories:
-        seen = {as_text(c) for c in await store.call(store.redis.smembers, keys.categories)}
-        listed = seen | set(policy.categories or ()) | set(policy.category_rules) | set(policy.overrides)
-        names = sorted(listed - {GLOBAL, "(other)"})[:MAX_CATEGORIES_SHOWN]
-    levels = list(policy.levels(names))
-    global_rules = levels[0][1]
-    key_names = [keys.global_log] + [keys.category_log(c) for c in names]
-    key_names += [keys.class_log(reserve.class_id) for reserve in policy.reserves]
-    args = [a for _, rules in levels for a in rule_args(rules)] + rule_args(global_rules) * len(policy.reserves)
-    replies = iter(await store.run(gateway.scripts.limits, key_names, args))
-    views = {name: [_rule_view(rule, next(replies)) for rule in rules] for name, rules in levels}
-    class_used = [[int(next(replies)[0]) for _ in global_rules] for _ in policy.reserves]
-    if policy.reserves:
-        _add_shares(views[GLOBAL], global_rules, policy, class_used)
-    return {
-        "global": views.pop(GLOBAL),
-        "categories": views,
-        "overrides": {level: _override_view(o) for level, o in sorted(policy.overrides.items())},
+    shown: list[tuple[int, str]] = [(0, "")]
+    if below:
+        for index, level in enumerate(policy.tree[1:], 1):
+            shown += [(index, value) for value in await _values(gateway, policy, index, level)]
+    buckets = [bucket_of(keys, policy, level, value) for level, value in shown]
+    key_names = [name for bucket in buckets for name in bucket.keys]
+    args = [arg for bucket in buckets for arg in bucket.args]
+    replies = await store.run(gateway.scripts.limits, key_names, args)
+    views: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for (index, value), reply in zip(shown, replies, strict=True):
+        rules, reserves = policy.rules_for(index, value), policy.tree[index].reserves_of(value)
+        views[(index, value)] = rule_views(rules, reserves, reply)
+    return _shape(policy, views)
+
+
+async def _values(gateway: Gateway, policy: Policy, index: int, level: Level) -> list[str]:
+    """The values of a level worth showing: counted in stats, with rules of their own, or overridden."""
+    store = gateway.store
+    counted = {as_text(v) for v in await store.call(store.redis.smembers, gateway.keys.level_values(level.name))}
+    listed = counted | set(level.values) | {value for (name, value) in policy.overrides if name == level.name}
+    if level.key == CATEGORY:
+        listed |= set(policy.categories or ())
+    return sorted(listed - {"(other)"})[:MAX_SHOWN]
+
+
+def _shape(policy: Policy, views: dict[tuple[int, str], list[dict[str, Any]]]) -> dict[str, Any]:
+    """The answer: every level with its values, and (as before the tree) the root's rules under
+    ``global`` and the values of the level named ``category`` under ``categories``."""
+    levels: list[dict[str, Any]] = []
+    for index, level in enumerate(policy.tree):
+        values = {value: view for (i, value), view in views.items() if i == index}
+        if index == 0:
+            levels.append({"name": level.name, "key": None, "rules": values[""]})
+        else:
+            levels.append({"name": level.name, "key": level.key, "values": values})
+    answer: dict[str, Any] = {"levels": levels, "global": levels[0]["rules"]}
+    category = policy.level(CATEGORY)
+    if category is not None:
+        answer["categories"] = levels[category]["values"]
+    answer["overrides"] = {
+        override_field(target, policy.root.name): _override_view(o) for target, o in sorted(policy.overrides.items())
     }
+    return answer
 
 
 async def update_gauges(gateway: Gateway) -> None:
-    """The global level's use as gauges, for dashboards: per rule, and per class and the shared part."""
+    """The root's use as gauges, for dashboards: per rule, and per class and the shared part."""
     metrics = gateway.metrics
-    views = (await limits_view(gateway, categories=False))["global"]
+    views = (await limits_view(gateway, below=False))["global"]
     for gauge in (metrics.global_used, metrics.shared_slots, metrics.reserved_slots):
         gauge.clear()  # rules and classes change with overrides: no stale series
     for view in views:
@@ -99,6 +130,16 @@ async def update_gauges(gateway: Gateway) -> None:
         for reserve in view.get("reserves", []):
             metrics.reserved_slots.labels(view["rule"], reserve["class"], "used").set(reserve["used"])
             metrics.reserved_slots.labels(view["rule"], reserve["class"], "slots").set(reserve["slots"])
+
+
+def rule_views(rules: Rules, reserves: Reserves, reply: list[Any]) -> list[dict[str, Any]]:
+    """Per rule, what ``limits.lua`` read of one level value; with reserves, the shared and reserved parts."""
+    views = [_rule_view(rule, reply[index]) for index, rule in enumerate(rules)]
+    if reserves:
+        numbers = [int(n) for n in reply[len(rules) :]]
+        class_used = [numbers[c * len(rules) : (c + 1) * len(rules)] for c in range(len(reserves))]
+        _add_shares(views, rules, reserves, class_used)
+    return views
 
 
 def _rule_view(rule: Rule, reply: list[Any]) -> dict[str, Any]:
@@ -113,10 +154,10 @@ def _rule_view(rule: Rule, reply: list[Any]) -> dict[str, Any]:
     }
 
 
-def _add_shares(views: list[dict[str, Any]], rules: Rules, policy: Policy, class_used: list[list[int]]) -> None:
-    """Per global rule: the shared slots used and free, and each class's reserved slots in use."""
+def _add_shares(views: list[dict[str, Any]], rules: Rules, reserves: Reserves, class_used: list[list[int]]) -> None:
+    """Per rule: the shared slots used and free, and each class's reserved slots in use."""
     for index, (view, rule) in enumerate(zip(views, rules, strict=True)):
-        slots = [reserve.slots(rule) for reserve in policy.reserves]
+        slots = [reserve.slots(rule) for reserve in reserves]
         in_reserve = [min(used[index], slot) for used, slot in zip(class_used, slots, strict=True)]
         shared, overflow = rule.count - sum(slots), view["used"] - sum(in_reserve)
         view["shared"] = {"slots": shared, "used": overflow, "free": max(0, shared - overflow)}
@@ -129,7 +170,7 @@ def _add_shares(views: list[dict[str, Any]], rules: Rules, policy: Policy, class
                 "used": used_now,
                 "free": slot - used_now,
             }
-            for reserve, slot, used_now in zip(policy.reserves, slots, in_reserve, strict=True)
+            for reserve, slot, used_now in zip(reserves, slots, in_reserve, strict=True)
         ]
 
 
@@ -139,39 +180,73 @@ def _override_view(override: Override) -> dict[str, Any]:
 
 
 async def put_limit(request: web.Request) -> web.StreamResponse:
-    """``PUT /v1/limits/{level}`` with ``{"rules": "20/30m", "for": "1h"}``."""
+    """``PUT /v1/limits/{level}[/{value}]`` with ``{"rules": "20/30m", "for": "1h"}``."""
     gateway = request.app[GATEWAY]
     who = check_token(request, gateway.settings.api_tokens)
-    level = _level(request, gateway)
+    target = _target(request, gateway.admission.limiter.policy)
     body = validated(OverrideRequest, await read_json(request, None))
     rules = _parsed("rules", parse_rules, body.rules)
     for_ms = None if body.for_ is None else _parsed("for", parse_duration_ms, body.for_)
     if for_ms is not None and for_ms < 1:
         raise invalid("for", "must be a positive duration, e.g. 1h")
-    override = await gateway.overrides.put(level, rules, for_ms, who)
-    return json_response({"level": level, **_override_view(override)})
+    override = await gateway.overrides.put(target, rules, for_ms, who)
+    answer = {"level": target[0], "value": target[1], **_override_view(override)}
+    return json_response(_as_addressed(request, answer))
 
 
 async def delete_limit(request: web.Request) -> web.StreamResponse:
-    """``DELETE /v1/limits/{level}``: 404 when no override is in force."""
+    """``DELETE /v1/limits/{level}[/{value}]``: 404 when no override is in force."""
     gateway = request.app[GATEWAY]
     who = check_token(request, gateway.settings.api_tokens)
-    level = _level(request, gateway)
-    if not await gateway.overrides.delete(level, who):
-        raise ApiError(404, f"no override of {level} is in force")
-    rules = gateway.admission.limiter.policy.default_rules(level)
-    return json_response({"level": level, "rules": rules_text(rules), "until": None})
+    policy = gateway.admission.limiter.policy
+    target = _target(request, policy)
+    if not await gateway.overrides.delete(target, who):
+        raise ApiError(404, f"no override of {' '.join(target).strip()} is in force")
+    rules = policy.default_rules(policy.level(target[0]) or 0, target[1])
+    answer = {"level": target[0], "value": target[1], "rules": rules_text(rules), "until": None}
+    return json_response(_as_addressed(request, answer))
 
 
-def _level(request: web.Request, gateway: Gateway) -> str:
-    level = request.match_info["level"]
-    if level == GLOBAL:
-        return level
-    if not CATEGORY_RE.match(level):
-        raise invalid("level", "must be global or a category name (1-64 of A-Z a-z 0-9 _ . : -)")
-    if not gateway.admission.limiter.policy.allows(level):
-        raise invalid("level", f"unknown category {level!r}")
-    return level
+def _as_addressed(request: web.Request, answer: dict[str, Any]) -> dict[str, Any]:
+    """The answer as the request addressed it: ``level`` and ``value``, or (one segment, as before
+    the tree) ``level`` alone, the root's or a category's name."""
+    value = answer.pop("value", "")
+    if "value" in request.match_info:
+        return {**answer, "value": value}
+    return {**answer, "level": request.match_info["level"]}
+
+
+def _target(request: web.Request, policy: Policy) -> Target:
+    """The level value a request addresses: the root, a category alone, or a level and its value."""
+    level, value = request.match_info["level"], request.match_info.get("value")
+    if value is None and level == policy.root.name:
+        return (level, "")
+    if value is None:
+        if policy.level(CATEGORY) is None:
+            raise invalid("level", f"no level {level!r}: give the root's name, or a level and one of its values")
+        level, value = CATEGORY, level
+    index = policy.level(level)
+    if index is None:
+        raise invalid("level", f"no level {level!r} in the tree ({', '.join(lv.name for lv in policy.tree)})")
+    if index == 0:
+        raise invalid("value", f"{level!r} is the root: it has no values")
+    return (level, _checked_value(policy, policy.tree[index], value))
+
+
+def _checked_value(policy: Policy, level: Level, value: str) -> str:
+    """``value`` when it is one the level's key can have, else a 422 saying why."""
+    key = level.key or ""
+    if key == "category" and (not CATEGORY_RE.match(value) or not policy.allows(value)):
+        if not CATEGORY_RE.match(value):
+            raise invalid("level", "must be global or a category name (1-64 of A-Z a-z 0-9 _ . : -)")
+        raise invalid("level", f"unknown category {value!r}")
+    if key == "severity" and value not in SEVERITIES:
+        raise invalid("value", f"a severity is one of {', '.join(SEVERITIES)}")
+    if key == "status" and value not in STATUSES:
+        raise invalid("value", f"a status is one of {', '.join(STATUSES)}")
+    if not 1 <= len(value) <= MAX_VALUE or (key not in PLAIN_KEYS and not value.isprintable()):
+        raise invalid("value", f"must be 1-{MAX_VALUE} printable characters")
+    return value
 
 
 def _parsed(field: str, parse: Any, text: str) -> Any:

@@ -14,8 +14,8 @@ READY_TIMEOUT = 1.0
 
 
 async def healthz(request: web.Request) -> web.StreamResponse:
-    """200 while the process serves."""
-    return json_response({"status": "ok"})
+    """200 while the process serves (never waits for the store), with the configuration it runs."""
+    return json_response({"status": "ok", "config": request.app[METRICS].config})
 
 
 async def readyz(request: web.Request) -> web.StreamResponse:

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from ..admission.admit import Admission
 from ..admission.overrides import Overrides
+from ..config import Config
 from ..delivery.dead_letters import DeadLetters
 from ..metrics import Metrics
 from ..settings import Settings
@@ -31,5 +32,6 @@ class Gateway:
 
 
 SETTINGS = web.AppKey("settings", Settings)
+CONFIG = web.AppKey("config", Config)
 METRICS = web.AppKey("metrics", Metrics)
 GATEWAY = web.AppKey("gateway", Gateway)

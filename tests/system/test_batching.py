@@ -149,13 +149,14 @@ async def test_refusals_counted_during_a_failed_call_are_all_kept(make_limiter):
     async def failing_once(**kwargs):
         calls.append(kwargs)
         if len(calls) == 1:
-            limiter.count_refusal("a", "global")  # counted while the call is in flight
+            # counted while the call is in flight
+            limiter.count_refusal(limiter.policy.route(Event(category="a", text="x"), "anonymous"), 0)
             raise RedisConnectionError("store went away")
         return await admit(**kwargs)
 
     limiter._scripts.admit = failing_once
-    limiter.count_refusal("a", "global")
-    limiter.count_refusal("a", "global")
+    limiter.count_refusal(limiter.policy.route(Event(category="a", text="x"), "anonymous"), 0)
+    limiter.count_refusal(limiter.policy.route(Event(category="a", text="x"), "anonymous"), 0)
     await limiter.flush()  # fails: the two come back, next to the third
     await limiter.flush()
     counted = await stats(limiter, client, keys)

@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from builders import build_limiter
 from helpers import Gateway
 
-from notifier.admission.limiter import OPEN_TRUST
+from notifier.admission.local import OPEN_TRUST
 from notifier.models import Decision, Event
 from notifier.settings import load_settings
 from notifier.store.keys import Keys
@@ -98,7 +98,7 @@ async def test_a_noisy_category_leaves_the_reserved_slots(replica, client):
     assert critical == [ACCEPTED, refused("10/1m")]
     last = await limiter.admit(ev("ops", "critical"))
     assert answer(last) == refused("10/1m") and 0 < last.retry_after <= 60
-    assert await client.zcard(Keys("notifier").global_log) == 10  # COUNT, as a whole
+    assert await client.zcard(Keys("notifier").bucket_log("global", "")) == 10  # COUNT, as a whole
 
 
 async def test_a_noisy_burst_in_one_batch(replica, client):
@@ -109,7 +109,7 @@ async def test_a_noisy_burst_in_one_batch(replica, client):
     want = [ACCEPTED] * 6 + [refused("10/1m")] * 3
     want += [ACCEPTED] * 2 + [refused("10/1m")] + [ACCEPTED, refused("10/1m")] + [ACCEPTED, refused("10/1m")]
     assert got == want
-    assert await client.zcard(Keys("notifier").global_log) == 10
+    assert await client.zcard(Keys("notifier").bucket_log("global", "")) == 10
 
 
 # -- (b) a reserved category first -------------------------------------------------------------
@@ -123,7 +123,7 @@ async def test_a_reserved_category_first_takes_its_reserve_then_the_shared_part(
     assert [answer(await limiter.admit(ev("noisy"))) for _ in range(2)] == [refused("10/1m")] * 2
     assert [answer(await limiter.admit(ev("security"))) for _ in range(2)] == [ACCEPTED, refused("10/1m")]
     assert [answer(await limiter.admit(ev("noisy", "critical"))) for _ in range(2)] == [ACCEPTED, refused("10/1m")]
-    assert await client.zcard(Keys("notifier").global_log) == 10
+    assert await client.zcard(Keys("notifier").bucket_log("global", "")) == 10
 
 
 # -- (c) several global rules, each with its own floors ----------------------------------------
@@ -177,7 +177,7 @@ async def test_the_category_level_still_applies_to_a_reserved_category(replica, 
     assert got == [ACCEPTED] * 10 + [refused("20/1m")] * 2
     later = await limiter.admit(ev("payments"))
     assert answer(later) == refused("3/1m", "category") and 0 < later.retry_after <= 60
-    assert await client.zcard(Keys("notifier").global_log) == 13
+    assert await client.zcard(Keys("notifier").bucket_log("global", "")) == 13
 
 
 # -- (e) retry_after -----------------------------------------------------------------------------
@@ -227,7 +227,7 @@ async def test_retry_after_of_an_event_of_no_class(replica, client):
     # 3/2s: payments 34% = 1 slot, S = 2
     limiter = replica(global_limit="3/2s", category_limit="100/1m", category_reserves={"payments": "34%"})
     assert [answer(d) for d in await decide(limiter, [ev("noisy")] * 2)] == [ACCEPTED] * 2
-    departure = await oldest_us(client, Keys("notifier").global_log) + 2_000_000
+    departure = await oldest_us(client, Keys("notifier").bucket_log("global", "")) + 2_000_000
     await check_retry_after(limiter, client, ev("noisy"), departure, "3/2s")
 
 
@@ -236,7 +236,7 @@ async def test_retry_after_of_a_reserved_class_is_the_sooner_of_its_two_ways_in(
     overflow entry leaves: the wait is the sooner of the two (here the shared one)."""
     limiter = replica(global_limit="3/2s", category_limit="100/1m", category_reserves={"payments": "34%"})
     assert [answer(d) for d in await decide(limiter, [ev("noisy")] * 2)] == [ACCEPTED] * 2
-    shared_departure = await oldest_us(client, Keys("notifier").global_log) + 2_000_000
+    shared_departure = await oldest_us(client, Keys("notifier").bucket_log("global", "")) + 2_000_000
     await asyncio.sleep(0.3)
     assert answer(await limiter.admit(ev("payments"))) == ACCEPTED  # its reserved slot
     await check_retry_after(limiter, client, ev("payments"), shared_departure, "3/2s")
@@ -300,7 +300,7 @@ async def test_replicas_racing_keep_every_reserve_and_the_whole(replica, client)
                 assert before >= RACE_SLOTS[cls], f"{cls} refused with {before} of its {RACE_SLOTS[cls]} slots used"
 
     keys = Keys("notifier")
-    assert await client.zcard(keys.global_log) == len(admitted)
+    assert await client.zcard(keys.bucket_log("global", "")) == len(admitted)
     assert await client.xlen(keys.outbox) == len(admitted)
     for limiter in limiters:
         await limiter.flush()

@@ -71,8 +71,8 @@ async def test_refused_events_never_consume_quota(make_limiter):
     limiter, client = make_limiter(global_limit="10/1m", category_limit="2/1m")
     keys = Keys("notifier")
     await outcomes(limiter, [ev("noisy")] * 50)  # 2 admitted, 48 refused at the category level
-    assert await client.zcard(keys.category_log("noisy")) == 2
-    assert await client.zcard(keys.global_log) == 2
+    assert await client.zcard(keys.bucket_log("category", "noisy")) == 2
+    assert await client.zcard(keys.bucket_log("global", "")) == 2
     # The global level still has exactly 8 slots for the others.
     results = await outcomes(limiter, [ev(f"c{i % 5}") for i in range(20)])
     assert results.count("accepted") == 8
@@ -100,7 +100,7 @@ async def test_events_admitted_at_the_same_instant_are_all_counted(make_limiter)
     limiter, client = make_limiter(global_limit="40/1m", category_limit="40/1m")
     results = await outcomes(limiter, [ev("a")] * 40)  # one script call, one TIME for all
     assert results == ["accepted"] * 40
-    assert await client.zcard(Keys("notifier").global_log) == 40
+    assert await client.zcard(Keys("notifier").bucket_log("global", "")) == 40
     assert (await limiter.admit(ev("a"))).outcome == "dropped"
 
 
@@ -148,7 +148,7 @@ async def test_dedup_key_is_not_counted_twice(make_limiter):
     other = await limiter.admit(ev("b", dedup_key="disk-full"))
     assert (again.outcome, again.id) == ("duplicate", first.id)
     assert other.outcome == "accepted"
-    assert await client.zcard(Keys("notifier").global_log) == 2
+    assert await client.zcard(Keys("notifier").bucket_log("global", "")) == 2
 
 
 async def test_every_key_shares_one_hash_tag(make_limiter):
@@ -171,9 +171,9 @@ async def test_many_concurrent_replicas_admit_exactly_the_budget(redis_url):
     assert max(per_category.values()) <= 15
     client = aioredis.Redis.from_url(redis_url)
     keys = Keys("notifier")
-    assert await client.zcard(keys.global_log) == 60
+    assert await client.zcard(keys.bucket_log("global", "")) == 60
     for category, n in per_category.items():
-        assert await client.zcard(keys.category_log(category)) == n
+        assert await client.zcard(keys.bucket_log("category", category)) == n
     assert await client.xlen(keys.outbox) == 60
     for replica in replicas:
         await replica.flush()
@@ -212,13 +212,13 @@ async def test_refusal_counts_wait_for_a_store_that_is_down_without_hammering_it
     script = FlakyScript()
     limiter, _ = build_limiter(settings)
     limiter._scripts = type("S", (), {"admit": script})()
-    limiter.count_refusal("db", "category")
+    limiter.count_refusal(limiter.policy.route(Event(category="db", text="x"), "anonymous"), 1)
     for _ in range(100):  # the first attempt comes within FLUSH_DELAY
         if script.calls:
             break
         await asyncio.sleep(0.02)
     for _ in range(5):  # more refusals while down must not bring the next attempt forward
-        limiter.count_refusal("db", "category")
+        limiter.count_refusal(limiter.policy.route(Event(category="db", text="x"), "anonymous"), 1)
         await asyncio.sleep(0.08)
     assert script.calls == 1
     script.down = False

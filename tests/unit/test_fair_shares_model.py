@@ -32,7 +32,7 @@ from notifier.policy import GLOBAL, Override, Policy
 from notifier.rules import parse_rules
 from notifier.settings import load_settings
 from notifier.store.client import connect
-from notifier.store.scripts import script_dir
+from notifier.store.scripts import script_source
 
 # -- admit.lua on a clock the test sets ------------------------------------------------------
 
@@ -42,8 +42,9 @@ BASE_US = 1_700_000_000_000_000  # where the fake clock starts (a whole second)
 
 
 def admit_on_fake_clock() -> str:
-    """admit.lua with its one clock read replaced; fails loudly if that line ever moves."""
-    source = (script_dir() / "admit.lua").read_text()
+    """admit.lua (as Redis runs it, with its pieces) with its one clock read replaced; fails loudly
+    if that line ever moves."""
+    source = script_source("admit")
     assert source.count(REAL_CLOCK) == 1, "admit.lua no longer reads its clock as this test expects"
     return source.replace(REAL_CLOCK, FAKE_CLOCK)
 
@@ -60,7 +61,7 @@ class Rig:
         # time.monotonic(), which the fake clock does not move, so it would refuse on its
         # own on real time. Local refusals are tested against real Redis in
         # tests/system/test_fair_shares.py.
-        self.limiter.decide_locally = lambda event: None
+        self.limiter.decide_locally = lambda event, path: None
         # The script gets no deadline (0 = none): the Limiter computes it from the real
         # clock, and the fake clock may be ahead of it by hours.
         self.store.store_time_us = lambda monotonic: 0
@@ -376,8 +377,8 @@ class FairShares(RuleBasedStateMachine):
         """An operator overrides the global rules (as admission.overrides swaps the policy)."""
         text = data.draw(st.sampled_from(self.config["overrides"]), label="global override")
         limiter = self.rig.limiter
-        override = Override(GLOBAL, parse_rules(text))
-        limiter.policy = limiter.policy.with_overrides({GLOBAL: override}, limiter.policy.version)
+        override = Override(GLOBAL, "", parse_rules(text))
+        limiter.policy = limiter.policy.with_overrides({override.target: override}, limiter.policy.version)
         self.model.global_rules = model_rules(text)
         self.overridden = True
         self.last_refusal = None  # its wait was for the rules of then
@@ -561,5 +562,5 @@ def test_gateway_floors_are_exact_fractions():
         critical_reserve="53.7%",  # 100% in all
     )
     policy = Policy.from_settings(config)
-    slots = {r.name: [r.slots(rule) for rule in config.global_limit] for r in policy.reserves}
+    slots = {r.name: [r.slots(rule) for rule in config.global_limit] for r in policy.root.reserves}
     assert slots == {"a": [1, 0, 25], "b": [2, 0, 66], "c": [0, 0, 1], "critical": [4, 1, 107]}

@@ -6,7 +6,8 @@ from builders import build_limiter
 
 from notifier.admission.fallback import Fallback, LocalWindow, scaled
 from notifier.metrics import Metrics
-from notifier.models import Event
+from notifier.models import ANONYMOUS, Decision, Event
+from notifier.policy import Policy
 from notifier.rules import parse_rules
 from notifier.settings import load_settings
 from notifier.store.client import connect
@@ -25,10 +26,13 @@ async def done(local: Fallback, limiter: object) -> None:
     await local.close()
 
 
-def outcomes(local: Fallback, policy: object, category: str, n: int, severity: str = "info") -> str:
-    return "".join(
-        local.admit(Event(category=category, text="x", severity=severity), policy).outcome.value[0] for _ in range(n)
-    )
+def admit(local: Fallback, policy: Policy, event: Event) -> Decision:
+    return local.admit(event, policy.route(event, ANONYMOUS), ANONYMOUS, policy)
+
+
+def outcomes(local: Fallback, policy: Policy, category: str, n: int, severity: str = "info") -> str:
+    event = Event(category=category, text="x", severity=severity)
+    return "".join(admit(local, policy, event).outcome.value[0] for _ in range(n))
 
 
 async def test_reserves_hold_while_the_store_is_down():
@@ -39,7 +43,7 @@ async def test_reserves_hold_while_the_store_is_down():
     assert outcomes(local, policy, "noisy", 9) == "a" * 7 + "d" * 2  # 7 shared slots
     assert outcomes(local, policy, "payments", 3) == "aad"  # its 2 reserved slots
     assert outcomes(local, policy, "db", 2, "critical") == "ad"  # critical's 1
-    refused = local.admit(Event(category="payments", text="x"), policy)
+    refused = admit(local, policy, Event(category="payments", text="x"))
     assert (refused.level, refused.rule) == ("global", "10/1m") and 59 < refused.retry_after <= 60
     await done(local, limiter)
 

@@ -119,7 +119,7 @@ async def client(aiohttp_client):
 
 
 async def test_outcome_unknown_is_a_503_naming_the_event_and_counted(client, monkeypatch):
-    async def in_doubt(self, event):
+    async def in_doubt(self, *args):
         raise OutcomeUnknown("e1")
 
     monkeypatch.setattr(Admission, "decide_in_store", in_doubt)
@@ -143,10 +143,10 @@ ALERTS = {"version": "4", "alerts": [{"labels": {"alertname": n}, "fingerprint":
 async def test_an_alertmanager_payload_says_what_became_of_each_alert(client, monkeypatch, second, error):
     decided = iter([None, second])
 
-    async def decide(self, event):
+    async def decide(self, event, *args):
         failure = next(decided)
         if failure is None:
-            return await original(self, event)
+            return await original(self, event, *args)
         raise failure
 
     original = Admission.decide

@@ -8,6 +8,7 @@ from prometheus_client import generate_latest
 from notifier.admission.admit import Admission
 from notifier.metrics import Metrics
 from notifier.models import Event, Outcome
+from notifier.routing import Path
 from notifier.settings import load_settings
 from notifier.store.client import connect
 
@@ -20,10 +21,30 @@ def series(metrics: Metrics, name: str) -> dict[str, float]:
 def test_category_labels_are_capped_and_totals_stay_exact():
     metrics = Metrics(max_categories=3)
     for i in range(10):
-        metrics.decisions.count(f"c{i}", Outcome.DROPPED, "global", 0.001)
+        metrics.decisions.count(Path("#c", None, f"c{i}", ("",), (0,)), Outcome.DROPPED, "global", 0.001)
     counted = series(metrics, "notifier_events_total")
     assert len(counted) == 4 and counted['notifier_events_total{category="(other)",outcome="dropped_global"}'] == 7
     assert sum(counted.values()) == 10
+
+
+def test_level_values_are_capped_per_level_and_counted_at_every_level():
+    """An event counts under its value at every level below the root, whichever level refused it;
+    past the cap a level's values are summed under (other); many kinds of event fold, still exact."""
+    metrics = Metrics(max_categories=2)
+    metrics.decisions.tree_of(("global", "channel", "category"), ())
+    paths = [Path(f"#{i % 3}", None, f"c{i}", ("", f"#{i % 3}", f"c{i}"), (0, 0, 0)) for i in range(30_000)]
+    for path in paths:
+        metrics.decisions.count(path, Outcome.DROPPED, "channel", 0.001)
+    counted = series(metrics, "notifier_level_events_total")
+    assert counted == {
+        'notifier_level_events_total{level="category",outcome="dropped_channel",value="(other)"}': 29_998,
+        'notifier_level_events_total{level="category",outcome="dropped_channel",value="c0"}': 1,
+        'notifier_level_events_total{level="category",outcome="dropped_channel",value="c1"}': 1,
+        'notifier_level_events_total{level="channel",outcome="dropped_channel",value="#0"}': 10_000,
+        'notifier_level_events_total{level="channel",outcome="dropped_channel",value="#1"}': 10_000,
+        'notifier_level_events_total{level="channel",outcome="dropped_channel",value="(other)"}': 10_000,
+    }
+    assert len(metrics.decisions.events) <= 20_000  # folded as it went: bounded
 
 
 async def test_decisions_are_counted_per_class():

@@ -46,8 +46,8 @@ def test_environment_values(monkeypatch):
     monkeypatch.setenv("NOTIFIER_DIGEST_INTERVAL", "0")
     s = load_settings()
     policy = Policy.from_settings(s)
-    assert [r.text for r in policy.rules_for("debug")] == ["5/1h"]
-    assert [r.text for r in policy.rules_for("other")] == ["10/30m"]
+    assert [r.text for r in policy.rules_for(1, "debug")] == ["5/1h"]
+    assert [r.text for r in policy.rules_for(1, "other")] == ["10/30m"]
     assert s.categories == ("error", "debug", "deploy") and s.api_tokens == ("a", "b")
     assert (policy.channel_for("error"), policy.channel_for("deploy")) == ("#errors", "#alerts")
     assert s.digest_interval == 0

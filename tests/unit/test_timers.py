@@ -68,7 +68,7 @@ def _rebase(client, posted_ago_s: float) -> None:
 
 def _step(client, scripts) -> int:
     keys = [KEYS.timers, KEYS.outbox, KEYS.stats, KEYS.overrides, REC]
-    return int(scripts["timers"](keys=keys, args=["step", *STEPS]))
+    return int(scripts["timers"](keys=keys, args=["step", "", *STEPS]))
 
 
 def _posted(client) -> list[EscalationEntry]:

@@ -1,0 +1,154 @@
+"""What this replica knows of full levels, so it can refuse an event without a store round trip.
+
+A sliding log loses entries only with time, so a level value the script reported
+full for a class stays full at least for the wait it returned (under one policy
+snapshot: a new one voids everything). Until then this replica refuses events
+whose path meets it, naming what the script would name: the level that stays full
+longest (the upper one on a tie), its rule, and a wait no longer than the store's.
+
+To name that level, every level of the event's path must be known well enough:
+full (its wait is known), with room (wait 0), or bounded (no wait is longer than
+its longest window, so a level full for longer than that outlasts it). Room is
+learned only when the root refused: nothing can be admitted anywhere while the
+root is full, so the room stays. With reserves at the root, events of another
+class could still pass it and fill the level, so then room is believed for
+``OPEN_TRUST`` at most.
+
+An alert's key known refused (its firing event was refused) stays refused only
+while no event of that key can be admitted anywhere, for the store would answer
+its next repeat ``duplicate`` once one is. Events of one key may differ in
+severity and fields, so in class and path; but at the root, and at a level keyed by
+``category`` or ``status``, they all count under one value. So a key known refused
+is refused here only when one such level is known full for every class its events
+could have there (``critical`` if reserved; the ``LEVEL=VALUE`` classes they may
+match). Without reserves there that is one class: the block itself.
+
+This is the storm path: plain dicts keyed by the path's own cells (tuples built
+once per kind of event by the router), tuples for what is known.
+"""
+
+from __future__ import annotations
+
+from ..config import CRITICAL
+from ..policy import Policy
+from ..routing import Cell, Path
+from ..tree import Reserves
+from .batch import MAX_REMEMBERED, Wait
+
+ALIKE_KEYS = ("category", "status")  # keys every firing event of one alert has one value of (the root too)
+
+OPEN_TRUST = 1.0  # seconds room is believed to stay, when another class could pass the root
+# A level value known full for a class: (until (monotonic), level index, level name, value or
+# None at the root, rule text). A tuple: a storm reads millions.
+Block = tuple[float, int, str, str | None, str]
+
+
+class FullLevels:
+    """Level values known full (per class) or with room, under one policy snapshot."""
+
+    def __init__(self, policy: Policy) -> None:
+        self._policy = policy
+        self._root_trust = OPEN_TRUST if policy.root.reserving else float("inf")
+        self.blocked: dict[Cell, Block] = {}
+        self.open: dict[Cell, float] = {}  # cells known to have room, until then
+        self._bounds: dict[Cell, float] = {}  # the longest window (s) of a cell's rules: no wait is longer
+        self._alike: dict[Path, tuple[tuple[Cell, ...], ...]] = {}  # per path: the cells an alert's events share
+
+    def refusal(self, path: Path, now: float, keyed: bool = False) -> Block | None:
+        """The block that refuses an event of ``path`` now, as the store would name it; None when not known.
+
+        ``keyed``: the event's alert key is known refused; it is refused only while no event of
+        that key could be admitted (see the module's docstring).
+        """
+        blocked, best, unknown = self.blocked, None, None
+        for cell in path.cells:
+            block = blocked.get(cell)
+            if block is not None and block[0] > now:
+                if best is None or block[0] > best[0]:  # strictly: the upper level wins a tie
+                    best = block
+            elif self.open.get(cell, 0.0) <= now:
+                unknown = [cell] if unknown is None else [*unknown, cell]
+        if best is None or (unknown is not None and not self._outlasts(best, unknown, now)):
+            return None
+        if keyed and not self._key_blocked(path, now):
+            return None
+        return best
+
+    def _key_blocked(self, path: Path, now: float) -> bool:
+        """True when a level shared by every event of the path's alert is full for all their classes."""
+        groups = self._alike.get(path)
+        if groups is None:
+            groups = self._alike_cells(path)
+            if len(self._alike) < MAX_REMEMBERED:
+                self._alike[path] = groups
+        blocked, never = self.blocked, (0.0,)
+        return any(all(blocked.get(cell, never)[0] > now for cell in cells) for cells in groups)
+
+    def _alike_cells(self, path: Path) -> tuple[tuple[Cell, ...], ...]:
+        """Per level every event of the alert counts under alike: its cell for each class they could have."""
+        tree, groups = self._policy.tree, []
+        alike = {i for i, level in enumerate(tree) if i == 0 or level.key in ALIKE_KEYS}
+        for index in sorted(alike):
+            value = path.values[index]
+            classes = _possible(tree[index].reserves_of(value), path, alike, self._policy)
+            groups.append(tuple((index, value, c) for c in classes))
+        return tuple(groups)
+
+    def _outlasts(self, best: Block, unknown: list[Cell], now: float) -> bool:
+        """True when no level of ``unknown`` can stay full longer than ``best`` (or as long, above it)."""
+        for cell in unknown:
+            end = now + self._bound(cell)
+            if end > best[0] or (end == best[0] and cell[0] < best[1]):
+                return False
+        return True
+
+    def _bound(self, cell: Cell) -> float:
+        bound = self._bounds.get(cell)
+        if bound is None:
+            bound = self._policy.longest_ms(cell[0], cell[1]) / 1000
+            if len(self._bounds) < MAX_REMEMBERED:
+                self._bounds[cell] = bound
+        return bound
+
+    def learn(self, path: Path, waits: tuple[Wait, ...], sent: float) -> None:
+        """Note what the script reported full (or with room) for an event of ``path`` it refused.
+
+        Times count from when the call was sent, no later than the store's clock at
+        execution, so a local refusal never outlasts the real one.
+        """
+        if len(self.blocked) > MAX_REMEMBERED or len(self.open) > MAX_REMEMBERED:
+            self.clear()  # only a shortcut: forgetting costs round trips, not answers
+        root = waits[0].us / 1e6
+        for cell, wait in zip(path.cells, waits, strict=True):
+            if wait.us:
+                level, value = cell[0], cell[1]
+                rules = self._policy.rules_for(level, value)
+                name = self._policy.tree[level].name
+                shown = value if level else None
+                self.blocked[cell] = (sent + wait.us / 1e6, level, name, shown, rules[max(wait.rule, 1) - 1].text)
+            elif root:
+                self.open[cell] = sent + min(root, self._root_trust)
+
+    def clear(self) -> None:
+        self.blocked.clear()
+        self.open.clear()
+
+
+def _possible(reserves: Reserves, path: Path, alike: set[int], policy: Policy) -> list[int]:
+    """The classes (indices; 0 = none) an event of the path's alert could have among ``reserves``.
+
+    ``critical`` when reserved; then, for an event not critical, the classes in the order
+    written until one it surely matches: a ``LEVEL=VALUE`` of a level in ``alike`` matches
+    as the path does, any other may match; none when none surely matches.
+    """
+    classes = [i for i, reserve in enumerate(reserves, 1) if reserve.class_id == CRITICAL]
+    for index, reserve in enumerate(reserves, 1):
+        name, sep, value = reserve.class_id.partition("=")
+        level = policy.level(name) if sep else None
+        if level is None:
+            continue
+        if level not in alike:
+            classes.append(index)
+        elif path.values[level] == value:
+            return [*classes, index]
+    return [*classes, 0]

@@ -1,0 +1,364 @@
+"""The configuration file (``NOTIFIER_CONFIG``): the limit tree, routes, tokens and templates.
+
+Read once at start into typed models, next to :class:`~notifier.settings.Settings`;
+``policy.Policy`` builds its snapshot from both, and nothing else reads the file.
+YAML is read by PyYAML's safe loader (a key given twice in one mapping is a
+problem, not a silent "last one wins"), validated by pydantic, then checked
+across its parts. Every problem is one line naming the file and the place in it,
+``levels[2].rules`` or ``tokens.ci.sha256``, so a bad file is mended in one go.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+from .rules import Rules, format_share, parse_rules, parse_share
+from .settings import CATEGORY_PATTERN, ENV_PREFIX, Settings
+
+LEVEL_NAME = r"^[a-z][a-z0-9_]{0,31}$"
+PLAIN_KEYS = ("category", "channel", "source", "severity", "status")
+FIELD_PREFIX = "field:"
+SCOPES = ("send", "read", "ack", "admin")
+CRITICAL = "critical"  # the reserve class of events of severity critical
+TEMPLATE_NAME = r"^[A-Za-z0-9_.\-]{1,64}$"
+RESERVED_SOURCES = ("anonymous", "global")  # no token may be named so: they mean something already
+# Settings that state what a file's ``levels`` or ``routes`` state: one truth in one place.
+TREE_SETTINGS = ("global_limit", "category_limit", "category_limits", "category_reserves", "critical_reserve")
+ROUTE_SETTINGS = ("category_channels",)
+# Parts of the schema whose feature is not there yet: refused, never accepted and ignored.
+NOT_YET: dict[str, str] = {
+    "tokens": "tokens with scopes are not supported yet: use NOTIFIER_API_TOKENS",
+    "templates": "message templates are not supported yet",
+}
+
+
+def valid_key(key: str) -> bool:
+    """True for a key an event can be counted under or routed by: ``category`` ... ``field:NAME``."""
+    if key in PLAIN_KEYS:
+        return True
+    name = key.removeprefix(FIELD_PREFIX)
+    return key.startswith(FIELD_PREFIX) and 1 <= len(name) <= 100
+
+
+def _rules(value: object) -> Rules:
+    if not isinstance(value, (str, int)):
+        raise ValueError("must be rules written COUNT/DURATION, e.g. 10/30m or 10/1s,100/30m")
+    return parse_rules(str(value))
+
+
+def _share(value: object) -> Fraction:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a share such as 10% or 2.5% (write it in quotes in YAML)")
+    return parse_share(value)
+
+
+def _value_limits(value: object) -> object:
+    if value is None:  # `{a: 1/1s,2/1m}` in YAML's flow style is two keys, the second with no value
+        raise ValueError('no rules; in a {...} mapping, quote rules that hold a comma: "10/1s,100/30m"')
+    return {"rules": value} if isinstance(value, (str, int)) else value
+
+
+def _text(value: object) -> object:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+RulesText = Annotated[Rules, BeforeValidator(_rules)]
+Share = Annotated[Fraction, BeforeValidator(_share)]
+Shares = dict[str, Share]
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+class ValueLimits(_Part):
+    """The rules of one value of a level, and its own reserves (None: the level's apply)."""
+
+    rules: RulesText
+    reserves: Shares | None = None
+
+
+class LevelConfig(_Part):
+    """One level of the limit tree: ``key`` names what an event is counted under (none at the root)."""
+
+    name: str = Field(pattern=LEVEL_NAME)
+    key: str | None = None
+    rules: RulesText
+    values: dict[str, Annotated[ValueLimits, BeforeValidator(_value_limits)]] = {}
+    reserves: Shares = {}
+
+
+class RouteConfig(_Part):
+    """Where the events it matches go (the first route that matches decides)."""
+
+    match: dict[str, Annotated[str, BeforeValidator(_text)]] = {}
+    channel: str = Field(min_length=1, max_length=200)
+    template: str | None = None
+    category: str | None = Field(None, pattern=CATEGORY_PATTERN)
+
+
+class TokenConfig(_Part):
+    """A bearer token by its SHA-256, and what it may do."""
+
+    sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
+    scopes: tuple[Literal["send", "read", "ack", "admin"], ...] = Field(min_length=1)
+    channels: tuple[str, ...] = ("*",)
+    mentions: bool = False
+    refusal: Annotated[Literal["ok", "429"], BeforeValidator(_text)] = "ok"
+
+
+class TemplateConfig(_Part):
+    """A message shape: ``text`` (required) and Block Kit ``blocks``; every string is a Jinja2 template."""
+
+    text: str = Field(min_length=1)
+    blocks: list[dict[str, Any]] | None = None
+
+
+class Config(_Part):
+    """The whole file; every part is optional and the smallest file is empty."""
+
+    levels: list[LevelConfig] | None = Field(None, min_length=1)
+    routes: list[RouteConfig] = []
+    tokens: dict[str, TokenConfig] = {}
+    templates: dict[str, TemplateConfig] = {}
+
+
+EMPTY = Config.model_validate({})
+
+# The mappings of the file whose keys are fields, by place ("[]" any index, "*" any key).
+_SHAPES: dict[tuple[str, ...], type[_Part]] = {
+    (): Config,
+    ("levels", "[]"): LevelConfig,
+    ("levels", "[]", "values", "*"): ValueLimits,
+    ("routes", "[]"): RouteConfig,
+    ("tokens", "*"): TokenConfig,
+    ("templates", "*"): TemplateConfig,
+}
+
+
+def load_config(path: str | Path, settings: Settings | None = None) -> Config:
+    """Read and check the file at ``path``; :class:`ConfigError` lists every problem, one per line."""
+    where = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"{where}: cannot read the configuration file: {exc}"]) from exc
+    try:
+        raw = yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{where}: {_yaml_problem(exc)}"]) from exc
+    return parse_config(raw, where, settings)
+
+
+def parse_config(raw: object, where: str = "configuration", settings: Settings | None = None) -> Config:
+    """Validate decoded YAML ``raw`` as a :class:`Config` and check its parts against each other."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError([f"{where}: the file must hold a mapping of levels, routes, tokens and templates"])
+    try:
+        config = Config.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError([f"{where}: {_place(e['loc'])}: {_message(e)}" for e in exc.errors()]) from exc
+    problems = [f"{where}: {place}: {message}" for place, message in _problems(config, settings)]
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def _problems(config: Config, settings: Settings | None) -> Iterator[tuple[str, str]]:
+    for part, why in NOT_YET.items():
+        if getattr(config, part):
+            yield part, why
+    if config.levels is not None:
+        yield from _level_problems(config.levels)
+    yield from _route_problems(config)
+    yield from _token_problems(config)
+    if settings is not None:
+        yield from _setting_problems(config, settings)
+
+
+def _level_problems(levels: list[LevelConfig]) -> Iterator[tuple[str, str]]:
+    seen: dict[str, int] = {}
+    for index, level in enumerate(levels):
+        place = f"levels[{index}]"
+        if level.name in seen:
+            yield f"{place}.name", f"{level.name!r} is the name of levels[{seen[level.name]}] too"
+        seen.setdefault(level.name, index)
+        if index == 0 and level.key is not None:
+            yield f"{place}.key", "the first level is the root: it has no key (every event is counted there)"
+        elif index == 0 and level.values:
+            yield f"{place}.values", "the root has no key, so no values; give its rules in rules"
+        elif index > 0 and level.key is None:
+            yield f"{place}.key", "missing: one of category, channel, source, severity, status or field:NAME"
+        elif level.key is not None and not valid_key(level.key):
+            yield f"{place}.key", f"{level.key!r} is not one of {', '.join(PLAIN_KEYS)} or field:NAME"
+        below = {other.name: other for other in levels[index + 1 :]}
+        yield from _reserve_problems(f"{place}.reserves", level.reserves, below)
+        for value, limits in level.values.items():
+            if limits.reserves is not None:
+                yield from _reserve_problems(f"{place}.values.{_key(value)}.reserves", limits.reserves, below)
+
+
+def _reserve_problems(place: str, reserves: Shares, below: dict[str, LevelConfig]) -> Iterator[tuple[str, str]]:
+    for name in reserves:
+        level, sep, _ = name.partition("=")
+        if name == CRITICAL:
+            continue
+        if not sep:
+            yield f"{place}.{_key(name)}", "a reserve class is critical or LEVEL=VALUE, e.g. channel=#incidents"
+        elif level not in below:
+            yield f"{place}.{_key(name)}", f"{level!r} is not a level below this one"
+    total = sum(reserves.values(), Fraction(0))
+    if total > 100:
+        yield place, f"reserves add up to {format_share(total)}, more than 100%"
+
+
+def _route_problems(config: Config) -> Iterator[tuple[str, str]]:
+    for index, route in enumerate(config.routes):
+        for key, pattern in route.match.items():
+            place = f"routes[{index}].match.{_key(key)}"
+            if not valid_key(key):
+                yield place, f"{key!r} is not one of {', '.join(PLAIN_KEYS)} or field:NAME"
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                yield place, f"not a regular expression: {exc}"
+        if route.template is not None and route.template not in config.templates:
+            yield f"routes[{index}].template", f"no template {route.template!r} in templates"
+
+
+def _token_problems(config: Config) -> Iterator[tuple[str, str]]:
+    owners: dict[str, str] = {}
+    for name, token in config.tokens.items():
+        if not re.match(CATEGORY_PATTERN, name) or name in RESERVED_SOURCES or re.match(r"^env-\d+$", name):
+            yield (
+                f"tokens.{_key(name)}",
+                "a token's name is 1-64 of A-Z a-z 0-9 _ . : -, not anonymous, global or env-N",
+            )
+        digest = token.sha256.lower()
+        if digest in owners:
+            yield f"tokens.{_key(name)}.sha256", f"the same hash as tokens.{_key(owners[digest])}"
+        owners.setdefault(digest, name)
+    for name in config.templates:
+        if not re.match(TEMPLATE_NAME, name):
+            yield f"templates.{_key(name)}", "a template's name is 1-64 of A-Z a-z 0-9 _ . -"
+
+
+def _setting_problems(config: Config, settings: Settings) -> Iterator[tuple[str, str]]:
+    given = settings.model_fields_set
+    if config.levels is not None:
+        for name in TREE_SETTINGS:
+            if name in given:
+                yield (
+                    "levels",
+                    f"{ENV_PREFIX}{name.upper()} is set too: give the tree in one place, the file or the environment",
+                )
+    if config.routes and ROUTE_SETTINGS[0] in given:
+        yield (
+            "routes",
+            f"{ENV_PREFIX}CATEGORY_CHANNELS is set too: give the routes in one place, the file or the environment",
+        )
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else f"not YAML: {problem}"
+
+
+def _key(key: object) -> str:
+    """A mapping key as a place name shows it: plain, or quoted when it holds more than a name."""
+    text = str(key)
+    return text if re.match(r"^[A-Za-z0-9_\-]+$", text) else f'"{text}"'
+
+
+def _place(loc: tuple[int | str, ...]) -> str:
+    """``('levels', 2, 'rules')`` -> ``levels[2].rules``; ``('tokens', 'ci', 'sha256')`` -> ``tokens.ci.sha256``."""
+    place = ""
+    for part in loc:
+        place += f"[{part}]" if isinstance(part, int) else f".{_key(part)}" if place else _key(part)
+    return place or "(top)"
+
+
+_PATTERNS = {  # what a value of each field must look like, for the line about one that does not
+    "name": "a level's name is 1-32 of a-z 0-9 _, starting with a letter",
+    "sha256": "not 64 hex digits: give the SHA-256 of the token, e.g. from `notifier token new`",
+    "category": "a category is 1-64 of A-Z a-z 0-9 _ . : -",
+}
+
+
+def _message(error: Any) -> str:
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "string_pattern_mismatch" and error["loc"][-1] in _PATTERNS:
+        return f"{error['input']!r}: {_PATTERNS[error['loc'][-1]]}"
+    if error["type"] == "extra_forbidden":
+        known = _known_keys(error["loc"][:-1])
+        return "unknown key" + (f" (known: {', '.join(known)})" if known else "")
+    if error["type"] == "missing":
+        return "missing"
+    return message
+
+
+def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the mapping at ``loc`` may have, for the message about one it may not."""
+    for shape, model in _SHAPES.items():
+        if len(shape) == len(loc) and all(
+            s == "*" or ((s == "[]") == isinstance(p, int) and (s == "[]" or s == p))
+            for s, p in zip(shape, loc, strict=True)
+        ):
+            return list(model.model_fields)
+    return []
+
+
+# Settings that do not shape what the gateway decides or sends: where it listens and how it
+# reaches the store, its name, its logs, and secrets (a fingerprint is shown to anyone).
+NOT_DECISIONS = frozenset(
+    {
+        "host",
+        "port",
+        "redis_url",
+        "redis_sentinels",
+        "redis_sentinel_master",
+        "redis_timeout",
+        "replica_id",
+        "log_level",
+        "config",
+        "api_tokens",
+        "slack_bot_token",
+        "slack_webhook_url",
+        "slack_signing_secret",
+    }
+)
+
+
+def fingerprint(config: Config, settings: Settings) -> str:
+    """The SHA-256 of what shapes decisions: the file's contents as read and the settings that matter."""
+    shaping = {k: v for k, v in settings.model_dump(mode="json").items() if k not in NOT_DECISIONS}
+    document = {"config": config.model_dump(mode="json"), "settings": shaping}
+    return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()

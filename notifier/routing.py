@@ -1,0 +1,129 @@
+"""Routing: where an event goes, and its path through the limit tree, computed once per kind of event.
+
+Routing decides where, admission decides whether: the channel is a level key,
+so routes run first. The first route whose ``match`` holds decides the channel
+(and the template, and for front-door messages the category); with none, the
+default channel. A ``match`` maps keys (``category``, ``source``, ``severity``,
+``status``, ``channel``, ``field:NAME``) to regular expressions anchored at both
+ends; ``channel`` there is the channel a message names itself (the front doors),
+empty for events, which name none.
+
+An event's :class:`Path` is its channel and template, and per level its value and
+class. Paths are interned: events that agree on every key routes and levels read
+share one path object, so the storm path builds a small tuple and does one
+lookup, and counters keyed by a path hash it by identity.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .config import FIELD_PREFIX, Config
+from .models import Event
+from .tree import NO_VALUE, Tree, class_of
+
+MAX_PATHS = 10_000  # kinds of event remembered: values come from clients
+DEFAULT_TEMPLATE = "default"  # a template of this name shapes every event no route gives one
+
+
+@dataclass(frozen=True)
+class Route:
+    """One route: what it matches (key, anchored pattern), where it sends, how it shapes."""
+
+    match: tuple[tuple[str, re.Pattern[str]], ...]
+    channel: str
+    template: str | None = None
+    category: str | None = None
+
+    def matches(self, values: Mapping[str, str]) -> bool:
+        return all(pattern.fullmatch(values.get(key, "")) for key, pattern in self.match)
+
+
+Cell = tuple[int, str, int]  # (level index, value, class): one bucket of one class, as the limiter knows it
+
+
+class Path:
+    """An event's way: its channel and template, and per level its value and class.
+
+    Compared and hashed by identity: the router hands out one object per kind of event.
+    """
+
+    __slots__ = ("category", "cells", "channel", "classes", "template", "values")
+
+    def __init__(
+        self, channel: str, template: str | None, category: str, values: tuple[str, ...], classes: tuple[int, ...]
+    ) -> None:
+        self.channel, self.template, self.category = channel, template, category
+        self.values, self.classes = values, classes
+        self.cells: tuple[Cell, ...] = tuple(zip(range(len(values)), values, classes, strict=True))
+
+    def __repr__(self) -> str:
+        return f"Path({self.channel!r}, {self.template!r}, {self.values!r}, {self.classes!r})"
+
+
+class Router:
+    """Routes and the tree's keys: the path of any event, remembered per kind of event."""
+
+    def __init__(self, tree: Tree, routes: Sequence[Route], default_channel: str, default_template: str | None) -> None:
+        self.tree, self.routes = tree, tuple(routes)
+        self.default_channel, self.default_template = default_channel, default_template
+        keys = [level.key for level in tree if level.key] + [key for route in routes for key, _ in route.match]
+        self._fields = tuple(dict.fromkeys(k.removeprefix(FIELD_PREFIX) for k in keys if k.startswith(FIELD_PREFIX)))
+        self._paths: dict[tuple[object, ...], Path] = {}
+
+    def path(self, event: Event, source: str, channel: str | None = None) -> Path:
+        """The path of ``event`` sent by ``source`` (naming ``channel`` itself, at a front door)."""
+        fields = event.fields
+        kind = (event.category, source, event.severity, event.status, channel, *map(fields.get, self._fields))
+        path = self._paths.get(kind)
+        if path is None:
+            if len(self._paths) >= MAX_PATHS:
+                self._paths.clear()  # only a shortcut: a path is computed again, never wrong
+            path = self._paths[kind] = self._route(event, source, channel)
+        return path
+
+    def match(self, values: Mapping[str, str]) -> Route | None:
+        """The first route whose every pattern matches ``values`` (key -> value)."""
+        return next((route for route in self.routes if route.matches(values)), None)
+
+    def _route(self, event: Event, source: str, channel: str | None) -> Path:
+        values = self._values(event, source, channel or "")
+        route = self.match(values)
+        values["channel"] = channel or (route.channel if route else self.default_channel)
+        template = route.template if route and route.template else self.default_template
+        per_level = tuple(values[level.key] if level.key else "" for level in self.tree)
+        named = {level.name: value for level, value in zip(self.tree, per_level, strict=True)}
+        classes = tuple(
+            class_of(level.reserves_of(value), event.severity, named)
+            for level, value in zip(self.tree, per_level, strict=True)
+        )
+        return Path(values["channel"], template, event.category, per_level, classes)
+
+    def _values(self, event: Event, source: str, channel: str) -> dict[str, str]:
+        values = {
+            "category": event.category,
+            "source": source,
+            "severity": event.severity,
+            "status": event.status,
+            "channel": channel,
+        }
+        for name in self._fields:
+            values[FIELD_PREFIX + name] = event.fields.get(name, NO_VALUE)
+        return values
+
+
+def routes_from(config: Config, category_channels: Mapping[str, str]) -> list[Route]:
+    """The file's routes, else one route per ``NOTIFIER_CATEGORY_CHANNELS`` entry."""
+    if config.routes:
+        return [
+            Route(
+                tuple((key, re.compile(pattern)) for key, pattern in route.match.items()),
+                route.channel,
+                route.template,
+                route.category,
+            )
+            for route in config.routes
+        ]
+    return [Route((("category", re.compile(re.escape(c))),), ch) for c, ch in category_channels.items()]
