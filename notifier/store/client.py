@@ -373,8 +373,15 @@ def connect(
         # Scripts never ride it (they go to a client of their node, see Store.run): it sends
         # a command again after a connection error, when the first may have run.
         client = RedisCluster.from_url(url, retry=Retry(NoBackoff(), 1), **options)
-        return Store(client, False, timeout, min_replicas, **options)
+        return Store(client, False, timeout, min_replicas, **{**_node_options(url), **options})
     return Store(redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **options), False, timeout, min_replicas)
+
+
+def _node_options(url: str) -> dict[str, Any]:
+    """What a client of one cluster node takes from the cluster's URL besides the address: credentials, TLS."""
+    parsed = parse_url(url)
+    options = {k: v for k, v in parsed.items() if k not in ("host", "port", "db", "connection_class")}
+    return {**options, "ssl": True} if url.startswith("rediss://") else options
 
 
 def _sentinel_client(url: str | None, sentinels: tuple[str, ...], master: str, options: dict[str, Any]) -> Any:
