@@ -396,16 +396,19 @@ def alertmanager(gateway_url: str, folder: Path, group_by: str = "'alertname'") 
 
 
 def slack_env(redis_url: str, slack: Any, **extra: str) -> dict[str, str]:
-    """Settings of a gateway on ``redis_url`` posting to the Slack stand-in; limits far away unless given."""
+    """Settings of a gateway on ``redis_url`` posting to the Slack stand-in; limits far away unless given
+    (or a configuration file gives the tree: the file and the environment may not both)."""
     from slack_standin import TOKEN  # the stand-in's own token
 
+    far = (
+        {} if "NOTIFIER_CONFIG" in extra else {"NOTIFIER_GLOBAL_LIMIT": "1000/1h", "NOTIFIER_CATEGORY_LIMIT": "1000/1h"}
+    )
     return {
         "NOTIFIER_REDIS_URL": redis_url,
         "NOTIFIER_SLACK_BOT_TOKEN": TOKEN,
         "NOTIFIER_SLACK_API_URL": slack.api_url,
         "NOTIFIER_SLACK_CHANNEL": "#alerts",
         "NOTIFIER_DIGEST_INTERVAL": "0",
-        "NOTIFIER_GLOBAL_LIMIT": "1000/1h",
-        "NOTIFIER_CATEGORY_LIMIT": "1000/1h",
+        **far,
         **extra,
     }
