@@ -40,6 +40,7 @@ import importlib.util
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import redis.asyncio as redis
@@ -161,9 +162,7 @@ class Store:
         Raises :class:`ReplyLost` when it was sent and no reply came (it may have run),
         :class:`StoreUnavailable` when it certainly did not run.
         """
-        started = time.monotonic()
-        client = await self.call(self._connected, keys[0], timeout)
-        return await self._once(self._on_node, _left(started, timeout), _evalsha, client, script, keys, args)
+        return await self._once(timeout, keys[0], _evalsha, script, keys, args)
 
     async def run_replicated(
         self, script: AsyncScript, keys: list[str], args: list[Any], marker: str, timeout: float, wait: float
@@ -173,55 +172,55 @@ class Store:
         One pipeline on the connection to the node of ``keys[0]`` (see ``replication``);
         the whole call takes at most ``timeout`` seconds. Failures as for :meth:`run`.
         """
-        started = time.monotonic()
-        client = await self.call(self._connected, keys[0], timeout)
-        left = _left(started, timeout)
-        return await self._once(self._waited, left, client, wait, script_then_wait, script, keys, args, marker)
+        return await self._once(timeout, keys[0], self._waited, wait, script_then_wait, script, keys, args, marker)
 
     async def call_replicated(self, commands: list[tuple[Any, ...]], marker: str, wait: float) -> Written:
         """Raw ``commands``, then wait at most ``wait`` seconds for ``min_replicas`` to hold them."""
-        client = await self.call(self._connected, marker, None)
-        return await self.call(self._waited, None, client, wait, then_wait, commands, marker)
+        return await self._once(None, marker, self._waited, wait, then_wait, commands, marker)
 
-    async def _connected(self, key: str, timeout: float | None) -> Any:
-        """The client of the node that owns ``key``, with a connection made: a failure here sent nothing.
+    async def _once(self, timeout: float | None, key: str, how: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``how(client, *args)`` with the client of the node that owns ``key``, sent once, within ``timeout``.
 
-        With ``min_replicas``, it also learns (once) whether the node has ``WAITAOF``.
+        A failure after it was sent, unless the store refused it, raises :class:`ReplyLost`.
         """
-        client = await self._client_of(key)
-        if not self.embedded:
-            pool = client.connection_pool
-            await pool.release(await asyncio.wait_for(pool.get_connection(), timeout))
-        if self.min_replicas and self._waitaof is None:
-            self._waitaof = await supports_waitaof(client)
-        return client
-
-    async def _once(self, command: Callable[..., Awaitable[T]], *args: Any) -> T:
-        """``call`` of a command that goes to the store now: a failure that may have let it run is ReplyLost."""
+        sending = Sending()
         try:
-            return await self.call(command, *args)
+            return await self.call(self._within, timeout, sending, key, how, *args)
         except StoreUnavailable as exc:
             cause = exc.__cause__
-            if cause is None or refused(cause):  # never sent (the circuit was open), or refused
+            if not sending.sent or cause is None or refused(cause):  # the circuit was open, or it was refused
                 raise
             raise ReplyLost(str(exc)) from cause
 
-    async def _waited(self, timeout: float | None, client: Any, wait: float, how: Any, *args: Any) -> Written:
-        command = wait_command(self.min_replicas, int(wait * 1000), bool(self._waitaof))
-        started = time.perf_counter()
-        written: Written = await self._on_node(timeout, how, client, *args, command)
-        self.on_wait(time.perf_counter() - started)
-        return written
+    async def _within(
+        self, timeout: float | None, sending: Sending, key: str, how: Callable[..., Awaitable[T]], *args: Any
+    ) -> T:
+        limit = None if timeout is None else max(timeout, 0.001)
+        return await asyncio.wait_for(self._send(sending, key, how, *args), limit)
 
-    async def _on_node(self, timeout: float | None, how: Callable[..., Awaitable[T]], client: Any, *args: Any) -> T:
-        """``how(client, *args)`` within ``timeout``; on a cluster, an error reads the slot map again."""
+    async def _send(self, sending: Sending, key: str, how: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Make a connection to the node first (a failure then sent nothing), then send."""
+        client = await self._client_of(key)
+        if not self.embedded:
+            pool = client.connection_pool
+            await pool.release(await pool.get_connection())
+        if self.min_replicas and self._waitaof is None:
+            self._waitaof = await supports_waitaof(client)
+        sending.sent = True
         try:
-            return await asyncio.wait_for(how(client, *args), timeout)
+            return await how(client, *args)
         except RedisError:
-            if isinstance(self.redis, RedisCluster):  # a moved slot or a dead node
+            if isinstance(self.redis, RedisCluster):  # a moved slot or a dead node: read the slot map again
                 with contextlib.suppress(RedisError, OSError):  # the error to raise is the call's
                     await self.redis.nodes_manager.initialize()
             raise
+
+    async def _waited(self, client: Any, wait: float, how: Any, *args: Any) -> Written:
+        command = wait_command(self.min_replicas, int(wait * 1000), bool(self._waitaof))
+        started = time.perf_counter()
+        written: Written = await how(client, *args, command)
+        self.on_wait(time.perf_counter() - started)
+        return written
 
     async def _client_of(self, key: str) -> Any:
         """The client whose connection reaches the node that owns ``key``.
@@ -322,13 +321,15 @@ class Store:
         await self.redis.aclose()
 
 
+@dataclass
+class Sending:
+    """Whether a call went to the store: set once its connection was made, just before it is sent."""
+
+    sent: bool = False
+
+
 async def _evalsha(client: Any, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
     return await script(keys=keys, args=args, client=client)
-
-
-def _left(started: float, timeout: float | None) -> float | None:
-    """What is left of ``timeout`` seconds from ``started`` (at least 1 ms), None for no limit."""
-    return None if timeout is None else max(timeout - (time.monotonic() - started), 0.001)
 
 
 def refused(error: BaseException) -> bool:

@@ -53,8 +53,13 @@ def test_only_an_answer_that_refused_the_script_says_it_did_not_run(error, did_n
     assert refused(error) is did_not_run
 
 
-async def _fails(error: BaseException) -> None:
-    raise error
+def failing(error: BaseException):
+    """A command that fails with ``error`` once sent (its client: the embedded store's, never used)."""
+
+    async def send(client: object) -> None:
+        raise error
+
+    return send
 
 
 @pytest.mark.parametrize(
@@ -66,9 +71,9 @@ async def _fails(error: BaseException) -> None:
     ],
 )
 async def test_a_call_sent_and_not_answered_is_a_lost_reply(error, raised):
-    store = Store(object())
+    store = Store(object(), embedded=True)
     with pytest.raises(StoreUnavailable) as caught:
-        await store._once(_fails, error)
+        await store._once(1.0, "k", failing(error))
     assert type(caught.value) is raised
 
 
@@ -81,10 +86,10 @@ async def test_a_store_that_refuses_the_connection_was_sent_nothing():
 
 
 async def test_nothing_is_sent_while_the_circuit_is_open():
-    store = Store(object())
+    store = Store(object(), embedded=True)
     store._probe = asyncio.get_running_loop().create_future()  # open, as after a timeout
     with pytest.raises(StoreUnavailable) as caught:
-        await store._once(_fails, RedisConnectionError("never called"))
+        await store._once(1.0, "k", failing(RedisConnectionError("never sent")))
     assert type(caught.value) is StoreUnavailable
     store._probe = None
 
