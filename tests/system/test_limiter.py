@@ -10,8 +10,8 @@ from notifier.errors import StoreUnavailable
 from notifier.models import Event
 from notifier.outbox import decode
 from notifier.settings import load_settings
-from notifier.store.client import connect
 from notifier.store.keys import Keys
+from notifier.store.topology import connect
 
 
 @pytest.fixture(params=["embedded", "redis"])

@@ -19,9 +19,10 @@ from notifier.http.app import create_app
 from notifier.metrics import Metrics
 from notifier.models import Event
 from notifier.settings import load_settings
-from notifier.store.client import Store, connect, refused
+from notifier.store.client import Store, refused
 from notifier.store.keys import Keys
 from notifier.store.scripts import Scripts
+from notifier.store.topology import connect
 
 
 def _demoted() -> RedisConnectionError:
