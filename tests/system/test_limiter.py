@@ -197,7 +197,7 @@ class FlakyScript:
     def __init__(self) -> None:
         self.calls, self.down, self.forced = 0, True, []
 
-    async def __call__(self, keys, args):
+    async def __call__(self, keys, args, client=None):  # as redis-py's AsyncScript
         from redis.exceptions import ConnectionError as RedisConnectionError
 
         self.calls += 1
