@@ -12,7 +12,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reference import expand  # noqa: E402  (after the path is set)
+from reference import expand
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:

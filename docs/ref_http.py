@@ -18,9 +18,13 @@ METHODS = ("get", "post", "put", "delete", "patch")
 # Routes the gateway serves outside the API: the console's page and its files.
 OUTSIDE_OPENAPI = {
     ("GET", "/"): "The operator console, in a browser (see [The console](../operations/console.md)).",
-    ("GET", "/favicon.ico"): "The console's icon.",
-    ("GET", "/console/{file}"): "The console's scripts and style sheet (`.js`, `.css`), shipped in the package.",
+    (
+        "GET",
+        "/{asset}",
+    ): "The console's files: `/favicon.ico`, `/console/*.js`, `/console/*.css`, shipped in the package.",
 }
+# Served for every other path and method: a JSON 404 or 405.
+CATCH_ALL = ("*", "/{path}")
 
 
 def anchor(method: str, path: str) -> str:
