@@ -84,9 +84,7 @@ def _section(model: type[BaseModel], models: list[type[BaseModel]]) -> str:
             raise MissingDescription(
                 f"{model.__name__}.{name} has no description: write one as a docstring under it in notifier/config.py"
             )
-        type_shown = type_text(
-            field.annotation if not field.metadata else Annotated[(field.annotation, *field.metadata)], models
-        )
+        type_shown = _parser(field.metadata) or type_text(field.annotation, models)
         rows.append(f"| `{name}` | {type_shown} | {_default(field)} | {text} |")
     doc = " ".join((model.__doc__ or "").split()).replace("``", "`")
     return "\n".join([f"### {model.__name__} {{#{model.__name__.lower()}}}", "", doc, "", *rows, ""])
