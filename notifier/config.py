@@ -78,31 +78,45 @@ Shares = dict[str, Share]
 
 
 class _Part(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    # The docstring under a field is its description: the docs' reference of the file is generated from them.
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True, use_attribute_docstrings=True)
 
 
 class ValueLimits(_Part):
     """The rules of one value of a level, and its own reserves (None: the level's apply)."""
 
     rules: RulesText
+    """The value's rules, instead of the level's: `COUNT/DURATION`, several separated by commas."""
     reserves: Shares | None = None
+    """The value's own reserves, instead of the level's: class -> share."""
 
 
 class LevelConfig(_Part):
     """One level of the limit tree: ``key`` names what an event is counted under (none at the root)."""
 
     name: str = Field(pattern=LEVEL_NAME)
+    """The level's name (1-32 of `a-z 0-9 _`, starting with a letter), as refusals, stats and overrides name it."""
     key: str | None = None
+    """What an event is counted under at this level: `category`, `channel` (after routing), `source`, `severity`,
+    `status` or `field:NAME` (the event's `fields.NAME`, `-` when it has none). None at the root, required below."""
     rules: RulesText
+    """The rules of each value of the key (at the root: of all events): `COUNT/DURATION`, several separated by
+    commas, each of which must hold."""
     values: dict[str, Annotated[ValueLimits, BeforeValidator(_value_limits)]] = {}
+    """Values with rules of their own: value -> rules (or `{rules, reserves}`). Quote rules holding a comma."""
     reserves: Shares = {}
+    """Fair shares of each rule: class -> share (`N%`). A class is `critical` (events of severity critical) or
+    `LEVEL=VALUE` of a level below; together at most 100%."""
 
 
 class RouteConfig(_Part):
     """Where the events it matches go (the first route that matches decides)."""
 
     match: dict[str, Annotated[str, BeforeValidator(_text)]] = {}
+    """Key -> regular expression, anchored at both ends; every one must match. Keys: `category`, `source`,
+    `severity`, `status`, `channel`, `field:NAME`. Empty: every event."""
     channel: str = Field(min_length=1, max_length=200)
+    """The channel the matching events go to."""
     template: str | None = None
     category: str | None = Field(None, pattern=CATEGORY_PATTERN)
 
@@ -128,7 +142,10 @@ class Config(_Part):
     """The whole file; every part is optional and the smallest file is empty."""
 
     levels: list[LevelConfig] | None = Field(None, min_length=1)
+    """The limit tree, from the root down; every event passes every level. Without it: `global` and `category`
+    from the environment settings."""
     routes: list[RouteConfig] = []
+    """Where events go: the first route that matches decides the channel; none: NOTIFIER_SLACK_CHANNEL."""
     tokens: dict[str, TokenConfig] = {}
     templates: dict[str, TemplateConfig] = {}
 
