@@ -1,0 +1,59 @@
+"""A gateway with named tokens for the front doors' tests, posting to the Slack stand-in."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from helpers import Gateway, slack_env, wait_for
+
+# name -> (token, extra settings of the token in the configuration file)
+TOKENS = {
+    "ci": ("ci-Token-0001", ""),
+    "loud": ("loud-Token-0002", ", mentions: true"),
+    "strict": ("strict-Token-0003", ', refusal: "429"'),
+    "payments": ("payments-Token-0004", ', channels: ["#payments-*"]'),
+    "reader": ("reader-Token-0005", ""),
+}
+SCOPES = {"reader": "[read]"}
+CONFIG = """\
+routes:
+  - match: {{source: payments}}
+    channel: "#payments-alerts"
+    category: pay
+tokens:
+{tokens}
+"""
+
+
+def token(name: str) -> str:
+    return TOKENS[name][0]
+
+
+def config_file(folder: Path) -> Path:
+    lines = [
+        f"  {name}: {{sha256: {hashlib.sha256(secret.encode()).hexdigest()}, scopes: {SCOPES.get(name, '[send]')}{more}}}"
+        for name, (secret, more) in TOKENS.items()
+    ]
+    path = folder / "notifier.yml"
+    path.write_text(CONFIG.format(tokens="\n".join(lines)))
+    return path
+
+
+def start(redis_url: str, slack, folder: Path, **settings: str) -> Gateway:
+    """A gateway with the tokens above, limits far away unless given."""
+    env = slack_env(redis_url, slack, NOTIFIER_CONFIG=str(config_file(folder)), NOTIFIER_CHANNEL_RATE="50/1s")
+    return Gateway({**env, **settings}, log_dir=str(folder)).start()
+
+
+def webhook_url(gateway: Gateway, name: str) -> str:
+    return f"{gateway.url}/services/T0000/B0000/{token(name)}"
+
+
+def stats(gateway: Gateway) -> dict:
+    return gateway.get("/v1/stats")[1]
+
+
+def arrived(slack, text: str, timeout: float = 15.0):
+    """The stand-in's one message whose text is ``text`` (waits for it)."""
+    return wait_for(lambda: next((m for m in slack.received() if m.text == text), None), timeout, what=repr(text))
