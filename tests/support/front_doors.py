@@ -31,10 +31,10 @@ def token(name: str) -> str:
 
 
 def config_file(folder: Path) -> Path:
-    lines = [
-        f"  {name}: {{sha256: {hashlib.sha256(secret.encode()).hexdigest()}, scopes: {SCOPES.get(name, '[send]')}{more}}}"
-        for name, (secret, more) in TOKENS.items()
-    ]
+    lines = []
+    for name, (secret, more) in TOKENS.items():
+        digest = hashlib.sha256(secret.encode()).hexdigest()
+        lines.append(f"  {name}: {{sha256: {digest}, scopes: {SCOPES.get(name, '[send]')}{more}}}")
     path = folder / "notifier.yml"
     path.write_text(CONFIG.format(tokens="\n".join(lines)))
     return path
