@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from helpers import Gateway, slack_env, wait_for
+from helpers import Gateway, http, slack_env, wait_for
 
 # name -> (token, extra settings of the token in the configuration file)
 TOKENS = {
@@ -14,8 +14,9 @@ TOKENS = {
     "strict": ("strict-Token-0003", ', refusal: "429"'),
     "payments": ("payments-Token-0004", ', channels: ["#payments-*"]'),
     "reader": ("reader-Token-0005", ""),
+    "boss": ("boss-Token-0006", ""),
 }
-SCOPES = {"reader": "[read]"}
+SCOPES = {"reader": "[read]", "boss": "[admin]"}
 CONFIG = """\
 routes:
   - match: {{source: payments}}
@@ -48,6 +49,15 @@ def start(redis_url: str, slack, folder: Path, **settings: str) -> Gateway:
 
 def webhook_url(gateway: Gateway, name: str) -> str:
     return f"{gateway.url}/services/T0000/B0000/{token(name)}"
+
+
+def mute(gateway: Gateway, category: str, on: bool = True) -> None:
+    """Mute ``category`` (an override to 0/1h), or lift the mute."""
+    headers = {"Authorization": f"Bearer {token('boss')}"}
+    path = f"/v1/limits/category/{category}"
+    body = {"rules": "0/1h", "for": "1h"} if on else None
+    status = http("PUT" if on else "DELETE", gateway.url + path, body, headers)[0]
+    assert status == 200, status
 
 
 def stats(gateway: Gateway) -> dict:
