@@ -12,6 +12,7 @@ from front_doors import arrived, mute, start, stats, token, webhook_url
 from helpers import http, need, wait_for
 from slack_sdk import WebClient, WebhookClient
 from slack_sdk.errors import SlackApiError
+from slack_standin import SlackStandin
 
 TS = re.compile(r"\d{10}\.\d{6}")
 SECTION = {"type": "section", "text": {"type": "mrkdwn", "text": "*deploy* of web"}}
@@ -229,3 +230,35 @@ def test_auth_test_names_the_token(redis_url, slack, tmp_path):
         assert raised.value.response["error"] == "invalid_auth"
     finally:
         gateway.stop()
+
+
+def test_a_reply_waits_for_its_parent_on_another_replica(redis_url, tmp_path):
+    """The parent's post is slow; its reply, sent to another replica and naming another channel,
+    waits for it and lands in its thread; an update through a third gateway started afterwards
+    (the ts lives in the store) edits it."""
+    slow = SlackStandin(post_latency=1.0).start()
+    first = start(redis_url, slow, tmp_path, NOTIFIER_REPLICA_ID="a")
+    second = start(redis_url, slow, tmp_path, NOTIFIER_REPLICA_ID="b")
+    try:
+        parent = web_client(first, "ci").chat_postMessage(channel="#slow", text="slow parent")
+        reply = web_client(second, "ci").chat_postMessage(
+            channel="#other", text="waiting reply", thread_ts=parent["ts"]
+        )
+        assert reply["ok"]
+        posted = arrived(slow, "slow parent")
+        child = arrived(slow, "waiting reply")
+        assert (child.thread_ts, child.channel_id) == (posted.ts, posted.channel_id) and child.at > posted.at
+        second.stop()
+        third = start(redis_url, slow, tmp_path, NOTIFIER_REPLICA_ID="c")
+        try:
+            assert web_client(third, "ci").chat_update(channel="#slow", ts=parent["ts"], text="slow parent, edited")[
+                "ok"
+            ]
+            assert arrived(slow, "slow parent, edited").ts == posted.ts
+        finally:
+            third.stop()
+        assert slow.refusals == [] and len(slow.received()) == 2
+    finally:
+        first.stop()
+        second.stop()
+        slow.stop()
