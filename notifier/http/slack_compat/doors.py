@@ -49,9 +49,7 @@ async def post_webhook(request: web.Request) -> web.StreamResponse:
 async def post_message(request: web.Request) -> web.StreamResponse:
     """``POST /api/chat.postMessage``: answered at once with a gateway ts, mapped to Slack's once posted."""
     try:
-        body = api_body(await request.read(), request.headers.get("Content-Type", ""))
-        caller = api_caller(request, body, SEND)
-        post = read_post(body, "invalid_arguments", "msg_too_long", caller.mentions)
+        caller, post = await read_call(request)
         gateway = request.app[GATEWAY]
         ts = await gateway.sent.issue()
         taken = await take(gateway, caller, post, ts, "channel_not_found")
@@ -63,9 +61,7 @@ async def post_message(request: web.Request) -> web.StreamResponse:
 async def chat_update(request: web.Request) -> web.StreamResponse:
     """``POST /api/chat.update``: the message named by ``ts`` is edited within the edit budget."""
     try:
-        body = api_body(await request.read(), request.headers.get("Content-Type", ""))
-        caller = api_caller(request, body, SEND)
-        post = read_post(body, "invalid_arguments", "msg_too_long", caller.mentions)
+        caller, post = await read_call(request)
         if not post.ts:
             raise SlackError("message_not_found", "no ts")
         if not post.channel:
@@ -106,6 +102,13 @@ def _answer(caller: Caller, taken: Taken, body: dict[str, Any]) -> web.StreamRes
     if taken.dropped and caller.refusal == "429":
         return api_rate_limited(taken.decision.retry_after)
     return api_ok(body, taken.dropped)
+
+
+async def read_call(request: web.Request) -> tuple[Caller, Post]:
+    """The caller of a Web API call that sends a message (scope send), and the message."""
+    body = api_body(await request.read(), request.headers.get("Content-Type", ""))
+    caller = api_caller(request, body, SEND)
+    return caller, read_post(body, "invalid_arguments", "msg_too_long", caller.mentions)
 
 
 def webhook_caller(request: web.Request) -> Caller:

@@ -83,18 +83,20 @@ OUTCOME_HEADER = {OUTCOME: {"description": "accepted, or dropped: refused by the
 API_ANSWER = _json("Slack's answer: ok, or ok false with error (not_authed, invalid_auth, ...)", _schema(WebApiAnswer))
 
 
+def _body(json: Doc, form: Doc) -> Doc:
+    """A body as JSON or as a form."""
+    return {
+        "required": True,
+        "content": {"application/json": {"schema": json}, "application/x-www-form-urlencoded": {"schema": form}},
+    }
+
+
 def _webhook() -> Doc:
     form = {"type": "object", "properties": {"payload": {"type": "string", "description": "the message as JSON"}}}
     ok = {**_text("ok: posted, or refused by the limits (see the header)", ["ok"]), "headers": OUTCOME_HEADER}
     return {
         "summary": "Slack's incoming webhook; the secret is a token with scope send",
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {"schema": _schema(SlackMessage)},
-                "application/x-www-form-urlencoded": {"schema": form},
-            },
-        },
+        "requestBody": _body(_schema(SlackMessage), form),
         "responses": {
             "200": ok,
             "400": _text("the message cannot be read or Slack would refuse it", _codes(400)),
@@ -117,13 +119,7 @@ def _web_api(model: type[BaseModel], summary: str) -> Doc:
     return {
         "summary": summary,
         "security": [{}, {"bearer": []}],
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {"schema": _schema(model)},
-                "application/x-www-form-urlencoded": {"schema": FORM_FIELDS},
-            },
-        },
+        "requestBody": _body(_schema(model), FORM_FIELDS),
         "responses": {
             "200": {**API_ANSWER, "headers": OUTCOME_HEADER},
             "413": _json("body over 64 KiB", _schema(WebApiAnswer)),
