@@ -10,8 +10,10 @@ then loads them in turn with wrk (``apt-get install -y wrk``) and prints medians
 Scenarios, each measured beside the baseline with the same bodies: ``plain`` (no
 dedup_key), and alert storms where every event has a dedup_key: ``alerts-50`` (50
 keys, all admitted before the storm: every event a duplicate), ``alerts-5000``
-(5,000 keys: the same 50 admitted ones, the rest refused while the levels are full)
-and ``links-50`` (50 other admitted keys, each event with two links).
+(5,000 keys: the same 50 admitted ones, the rest refused while the levels are full),
+``links-50`` (50 other admitted keys, each event with two links) and ``webhook``
+(Alertmanager's ``slack_configs`` payloads, about 1.5 KB with an attachment, on the
+incoming-webhook door, beside a bare app that parses them and answers ``ok``).
 Also measures, in the same run: admit.lua with a batch of 1 vs a plain PING from
 redis-py, Redis CPU per decision (INFO commandstats) and memory per tracked event.
 Servers are pinned to core 0, wrk and Redis to the last core (when taskset exists),
@@ -39,7 +41,14 @@ from helpers import Gateway, RedisServer, free_port, http, wait_for  # noqa: E40
 
 CATEGORIES = [f"storm-{c}" for c in range(20)]
 # Scenario -> the wrk script's arguments (see storm.lua): distinct dedup_keys, links.
-SCENARIOS = {"plain": [], "alerts-50": ["50"], "alerts-5000": ["5000"], "links-50": ["50", "links"]}
+SCENARIOS = {
+    "plain": [],
+    "alerts-50": ["50"],
+    "alerts-5000": ["5000"],
+    "links-50": ["50", "links"],
+    "webhook": ["webhook"],
+}
+WEBHOOK = "/services/T0000/B0000/bench-secret"  # the incoming-webhook door (no tokens: any secret)
 
 
 def pin(core: int) -> list[str]:
@@ -100,6 +109,40 @@ def alert_body(j: int, links: bool = False) -> dict:
     return body
 
 
+def slack_body(j: int) -> dict:
+    """The Alertmanager ``slack_configs`` payload storm.lua's ``webhook`` scenario sends for ``j``."""
+    lines = "".join(
+        f"*Alert:* DiskFull - critical\n*Description:* Disk /var on host-{j}-{k} is 95% full, writes will fail "
+        f"within the hour\n*Details:*\n \u2022 *alertname:* `DiskFull`\n \u2022 *instance:* `host-{j}-{k}:9100`\n"
+        " \u2022 *job:* `node`\n \u2022 *severity:* `critical`\n"
+        for k in (1, 2, 3)
+    )
+    attachment = {
+        "title": "[FIRING:3] DiskFull (node prod critical)",
+        "title_link": f"http://alertmanager.example:9093/#/alerts?receiver=slack-{j}",
+        "pretext": "",
+        "text": lines,
+        "fallback": "[FIRING:3] DiskFull (node prod critical) | http://alertmanager.example:9093/#/alerts?receiver=slack",
+        "callback_id": "",
+        "footer": "",
+        "color": "danger",
+        "mrkdwn_in": ["fallback", "pretext", "text"],
+        "actions": [{"type": "button", "text": "Runbook :green_book:", "url": "https://runbooks.example.com/DiskFull"}],
+        "fields": [
+            {"title": "cluster", "value": f"prod-{j}", "short": True},
+            {"title": "severity", "value": "critical", "short": True},
+            {"title": "team", "value": "storage", "short": True},
+        ],
+    }
+    return {
+        "channel": "#alerts",
+        "username": "Alertmanager",
+        "icon_emoji": ":fire:",
+        "link_names": False,
+        "attachments": [attachment],
+    }
+
+
 def admit_alerts(gateway: Gateway) -> None:
     """Admit the 50 keys of ``alerts-50`` and of ``links-50`` (100 events: the global level is full)."""
     for links in (False, True):
@@ -118,7 +161,12 @@ ACTING = {
 
 
 def saturate(gateway: Gateway) -> None:
-    """Post until every category is refused, so the storm meets full levels (reserves included)."""
+    """Post until every category is refused, so the storm meets full levels (reserves included);
+    the webhook door's messages (category ``anonymous``) too."""
+    for _ in range(50):
+        headers = http("POST", gateway.url + WEBHOOK, {"text": "prefill"})[2]
+        if headers.get("X-Notifier-Outcome") == "dropped":
+            break
     for _ in range(500):
         refused = [gateway.post({"category": c, "text": "prefill", "severity": "error"})[0] == 429 for c in CATEGORIES]
         if all(refused):

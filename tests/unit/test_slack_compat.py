@@ -95,3 +95,14 @@ def test_plain_rendering_of_blocks_and_attachments():
         len(plain_text({"blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "z" * 2999}}] * 3})) == 3000
     )
     assert plain_text({"blocks": [{"type": "divider"}]}) == "(a message without text)"
+
+
+def test_a_mention_escaped_in_json_or_a_form_is_found():
+    for raw, content_type in (
+        (rb'{"text": "\u003c!here>"}', "application/json"),
+        (b"payload=%7B%22text%22%3A%22%3C%21here%3E%22%7D", FORM),
+    ):
+        post = read_post(webhook_body(raw, content_type), "invalid_payload", "invalid_blocks", False)
+        assert post.message["text"] == "&lt;!here&gt;"
+    plain = b'{"text": "no one to call"}'
+    assert read_post(webhook_body(plain, "application/json"), "x", "y", False).message["text"] == "no one to call"

@@ -22,21 +22,23 @@ MAX_TEXT = 40_000  # characters of a message's top-level text
 KNOWN_BLOCKS = frozenset(t for c in Block.__subclasses__() if isinstance(t := getattr(c, "type", None), str))
 TEXT_TYPES = ("plain_text", "mrkdwn")
 # Attachment fields that Slack reads as strings (a number or an object there is refused).
-ATTACHMENT_STRINGS = (
-    "fallback",
-    "color",
-    "pretext",
-    "author_name",
-    "author_link",
-    "author_icon",
-    "title",
-    "title_link",
-    "text",
-    "image_url",
-    "thumb_url",
-    "footer",
-    "footer_icon",
-    "callback_id",
+ATTACHMENT_STRINGS = frozenset(
+    (
+        "fallback",
+        "color",
+        "pretext",
+        "author_name",
+        "author_link",
+        "author_icon",
+        "title",
+        "title_link",
+        "text",
+        "image_url",
+        "thumb_url",
+        "footer",
+        "footer_icon",
+        "callback_id",
+    )
 )
 
 
@@ -106,25 +108,24 @@ def attachment_problems(attachments: object) -> list[str]:
         return [f"no more than {MAX_ATTACHMENTS} items allowed [json-pointer:/attachments]"]
     problems: list[str] = []
     for index, attachment in enumerate(attachments):
-        pointer = f"/attachments/{index}"
-        if not isinstance(attachment, dict):
-            problems.append(f"must be an object [json-pointer:{pointer}]")
+        if type(attachment) is not dict:
+            problems.append(f"must be an object [json-pointer:/attachments/{index}]")
             continue
-        bad = [name for name in ATTACHMENT_STRINGS if not isinstance(attachment.get(name, ""), str)]
-        problems += [f"must be a string [json-pointer:{pointer}/{name}]" for name in bad]
-        problems += _attachment_fields(attachment.get("fields", []), pointer + "/fields")
+        for name, value in attachment.items():  # plain loops: every storm message has attachments
+            if type(value) is not str and name in ATTACHMENT_STRINGS:
+                problems.append(f"must be a string [json-pointer:/attachments/{index}/{name}]")
+        if "fields" in attachment:
+            problems += _attachment_fields(attachment["fields"], f"/attachments/{index}/fields")
         if "blocks" in attachment:
-            problems += block_problems(attachment["blocks"], pointer + "/blocks")
+            problems += block_problems(attachment["blocks"], f"/attachments/{index}/blocks")
     return problems
 
 
 def _attachment_fields(fields: object, pointer: str) -> list[str]:
-    if not isinstance(fields, list):
+    if type(fields) is not list:
         return [f"must be an array [json-pointer:{pointer}]"]
     return [
         f"must be an object with string title and value [json-pointer:{pointer}/{i}]"
         for i, field in enumerate(fields)
-        if not isinstance(field, dict)
-        or not isinstance(field.get("title", ""), str)
-        or not isinstance(field.get("value", ""), str)
+        if type(field) is not dict or type(field.get("title", "")) is not str or type(field.get("value", "")) is not str
     ]
