@@ -41,8 +41,9 @@ SLOWDOWN = 30  # about valgrind's slowdown of this Python code
 # `notifier serve` with the limiter's flush interval stretched by the same factor, so that
 # under valgrind it writes refusals to Redis as often per request as it does without.
 SERVE_SLOWED = (
-    "import sys, notifier.admission.limiter as limiter, notifier.admission.known as known, notifier.cli as cli; "
-    f"limiter.FLUSH_DELAY *= {SLOWDOWN}; limiter.OPEN_TRUST *= {SLOWDOWN}; "
+    "import sys, notifier.admission.limiter as limiter, notifier.admission.known as known, notifier.cli as cli, "
+    "notifier.admission.local as local; "
+    f"limiter.FLUSH_DELAY *= {SLOWDOWN}; local.OPEN_TRUST *= {SLOWDOWN}; "
     f"limiter.REFRESH *= {SLOWDOWN}; known.FRESH *= {SLOWDOWN}; sys.exit(cli.main(['serve']))"
 )
 PLAIN = [

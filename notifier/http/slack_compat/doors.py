@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ...models import Outcome
 from ..auth import EVERYONE, TOKENS, Caller
 from ..state import GATEWAY
 from .answers import (
@@ -24,10 +25,12 @@ from .answers import (
     webhook_ok,
     webhook_rate_limited,
 )
-from .intake import Taken, take, update
+from .intake import Taken, refused_here, take, update
 from .payload import Post, SlackError, api_body, read_post, webhook_body
 
 SEND = "send"
+FORBIDDEN = "action_prohibited"  # the webhook's answer to a channel its token may not post to
+DROPPED = Outcome.DROPPED
 TEAM_ID, BOT_ID = "T0NOTIFIER", "B0NOTIFIER"
 SHOWN = ("text", "blocks", "attachments", "thread_ts", "username", "icon_emoji", "icon_url", "metadata")
 
@@ -38,10 +41,12 @@ async def post_webhook(request: web.Request) -> web.StreamResponse:
         caller = webhook_caller(request)
         body = webhook_body(await request.read(), request.headers.get("Content-Type", ""))
         post = read_post(body, "invalid_payload", "invalid_blocks", caller.mentions)
-        taken = await take(request.app[GATEWAY], caller, post, None, "action_prohibited")
-        if taken.dropped and caller.refusal == "429":
-            return webhook_rate_limited(taken.decision.retry_after)
-        return webhook_ok(taken.dropped)
+        gateway = request.app[GATEWAY]
+        decision = refused_here(gateway, caller, post) or (await take(gateway, caller, post, None, FORBIDDEN)).decision
+        dropped = decision.outcome is DROPPED
+        if dropped and caller.refusal == "429":
+            return webhook_rate_limited(decision.retry_after)
+        return webhook_ok(dropped)
     except Exception as exc:
         return webhook_failure(request, exc)
 

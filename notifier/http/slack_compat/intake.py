@@ -46,33 +46,51 @@ def category_of(source: str, channel: str | None, policy: Policy) -> str:
     return category
 
 
-# Both cached: a storm's messages come from a few tokens to a few channels (policy snapshots share a router).
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=1024)  # a storm's messages come from a few tokens to a few channels
 def _category(router: Router, source: str, channel: str) -> str:
     route = router.match({"source": source, "channel": channel})
     named = route.category if route is not None and route.category else source
     return _NOT_CATEGORY.sub("_", named)[:64] or "slack"
 
 
-@functools.lru_cache(maxsize=1024)
-def _event(category: str) -> Event:
-    """The event of a front-door message before its text is read: what routes and levels read
-    (its category; severity and status by default). Events are frozen: one serves every message."""
-    return Event(category=category, text=UNREAD, title=None, dedup_key=None)
+Routed = tuple[Event, Path]
+# (router, token name, channel named) -> the event of such messages before their text is read, and its
+# path: both depend on nothing else (policy snapshots share one router, which interns paths). Events
+# are frozen: one serves every message. The storm path of the webhook door: one lookup.
+_routed: dict[tuple[Router, str, str | None], Routed] = {}
+MAX_ROUTED = 1024
 
 
-def routed(gateway: Gateway, caller: Caller, post: Post, forbidden: str) -> tuple[Event, Path]:
+def routed(gateway: Gateway, caller: Caller, post: Post, forbidden: str) -> Routed:
     """The event of ``post`` and its path; ``forbidden`` (Slack's code) when the token may not post there.
 
-    The event's text comes with :func:`with_text` when it goes to the store (the storm path of
-    the webhook door: a refused message's text is never read).
+    The event's text comes with :func:`with_text` when it goes to the store (a refused message's
+    text is never read).
     """
     admission = gateway.admission
-    event = _event(category_of(caller.name, post.channel, admission.limiter.policy))
-    path = admission.route(event, caller.name, post.channel)
-    if caller.channels != ANYWHERE and not caller.may_post_to(path.channel):  # a glob match costs 0.9 us
-        raise SlackError(forbidden, f"token {caller.name!r} may not post to {path.channel!r}")
-    return event, path
+    key = (admission.limiter.policy.router, caller.name, post.channel)
+    known = _routed.get(key)
+    if known is None:
+        category = category_of(caller.name, post.channel, admission.limiter.policy)
+        event = Event(category=category, text=UNREAD, title=None, dedup_key=None)
+        if len(_routed) >= MAX_ROUTED:
+            _routed.clear()
+        known = _routed[key] = (event, admission.route(event, caller.name, post.channel))
+    channel = known[1].channel
+    if caller.channels != ANYWHERE and not caller.may_post_to(channel):  # a glob match costs 0.9 us
+        raise SlackError(forbidden, f"token {caller.name!r} may not post to {channel!r}")
+    return known
+
+
+def refused_here(gateway: Gateway, caller: Caller, post: Post) -> Decision | None:
+    """The refusal of a webhook message this replica decides by itself (no I/O, counted), else None.
+
+    The storm path: a plain call, so a storm's refusals await nothing (as ``POST /v1/events``).
+    """
+    if "thread_ts" in post.message:
+        return None
+    event, path = routed(gateway, caller, post, "action_prohibited")
+    return gateway.admission.decide_here(event, path)
 
 
 async def take(gateway: Gateway, caller: Caller, post: Post, ts: str | None, forbidden: str) -> Taken:

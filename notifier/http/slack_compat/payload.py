@@ -66,7 +66,7 @@ def media_type(content_type: str) -> str:
 def webhook_body(raw: bytes, content_type: str) -> dict[str, Any]:
     """An incoming webhook's body: a form's ``payload`` field, else JSON (whatever its type says:
     ``curl -d '{...}'`` sends JSON as a form, and Slack takes it)."""
-    if media_type(content_type) == FORM:
+    if content_type != JSON and media_type(content_type) == FORM:
         form = _form(raw, "invalid_payload")
         if "payload" in form:
             return _object(form["payload"].encode(), "invalid_payload")
