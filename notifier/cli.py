@@ -55,16 +55,16 @@ def _parser() -> argparse.ArgumentParser:
     route.set_defaults(run=_route)
     status = commands.add_parser("status", help="show limits and totals of a running gateway")
     status.set_defaults(run=lambda args, settings: terminal.show(_url(args, settings), _token(args, settings)))
-    mute = commands.add_parser("mute", help="mute a category for the whole fleet for a while")
-    mute.add_argument("category")
+    mute = commands.add_parser("mute", help="mute a category (or LEVEL/VALUE) for the whole fleet for a while")
+    mute.add_argument("category", metavar="CATEGORY|LEVEL/VALUE", help="a category, or a value of a level: channel/#db")
     mute.add_argument("duration", help="how long, e.g. 30m or 1h")
     mute.set_defaults(
         run=lambda args, settings: terminal.mute(
             _url(args, settings), _token(args, settings), args.category, args.duration
         )
     )
-    unmute = commands.add_parser("unmute", help="lift the mute (any override) of a category")
-    unmute.add_argument("category")
+    unmute = commands.add_parser("unmute", help="lift the mute (any override) of a category (or LEVEL/VALUE)")
+    unmute.add_argument("category", metavar="CATEGORY|LEVEL/VALUE")
     unmute.set_defaults(
         run=lambda args, settings: terminal.unmute(_url(args, settings), _token(args, settings), args.category)
     )

@@ -62,6 +62,8 @@ def _share(value: object) -> Fraction:
 
 
 def _value_limits(value: object) -> object:
+    if value is None:  # `{a: 1/1s,2/1m}` in YAML's flow style is two keys, the second with no value
+        raise ValueError('no rules; in a {...} mapping, quote rules that hold a comma: "10/1s,100/30m"')
     return {"rules": value} if isinstance(value, (str, int)) else value
 
 

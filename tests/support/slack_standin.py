@@ -408,6 +408,7 @@ class SlackStandin:
     ) -> None:
         self.post_rate, self.update_rate = post_rate, update_rate
         self.post_latency = post_latency  # seconds each postMessage takes before it is answered (and stored)
+        self.in_flight = 0  # postMessage calls received and not yet answered
         self.messages: list[Received] = []
         self.calls: list[tuple[float, int]] = []  # (time, status) of postMessage and webhook calls, refused too
         self.update_calls: list[tuple[float, int]] = []  # (time, status) of chat.update calls
@@ -562,9 +563,15 @@ class SlackStandin:
     # -- HTTP handlers
 
     async def _post_message(self, request: web.Request) -> web.Response:
-        if self.post_latency:
-            await asyncio.sleep(self.post_latency)
-        return await self._api_call(request, "chat.postMessage", self._script, self.calls, self._accept_post)
+        with self._lock:
+            self.in_flight += 1
+        try:
+            if self.post_latency:
+                await asyncio.sleep(self.post_latency)
+            return await self._api_call(request, "chat.postMessage", self._script, self.calls, self._accept_post)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
 
     async def _update(self, request: web.Request) -> web.Response:
         return await self._api_call(request, "chat.update", self._update_script, self.update_calls, self._accept_update)
