@@ -87,6 +87,9 @@ def webhook_failure(request: web.Request, exc: Exception) -> web.StreamResponse:
 def api_failure(request: web.Request, exc: Exception) -> web.StreamResponse:
     """The Web API door's answer to what went wrong while taking a call."""
     code, headers = _failure(request, exc)
+    if isinstance(exc, SlackError) and code == "invalid_blocks" and exc.detail:  # as Slack: what is wrong, where
+        errors = exc.detail.split("; ")
+        return api_error(code, errors=errors, response_metadata={"messages": [f"[ERROR] {e}" for e in errors]})
     return api_error(code, _API_STATUS.get(code, 200), headers)
 
 
