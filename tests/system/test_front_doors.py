@@ -155,6 +155,7 @@ FIFTY_ONE = {"text": "51", "blocks": [{"type": "divider"}] * 51}
 LONG_SECTION = {"blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "y" * 3001}}]}
 UNKNOWN_TYPE = {"blocks": [{"type": "marquee", "text": "hi"}]}
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+DEEP = b'{"text": "deep", "channel": "#x", "attachments": [{"fields": ' + b"[" * 600 + b"]" * 600 + b"}]}"
 
 WEBHOOK_CASES = [  # (token, body, headers, status, answer)
     ("ci", {"text": 5}, None, 400, "invalid_payload"),
@@ -170,6 +171,7 @@ WEBHOOK_CASES = [  # (token, body, headers, status, answer)
     ("ci", MANY, None, 413, None),
     ("ci", BIG, None, 413, None),
     ("ci", b"payload=%7Bbroken", FORM, 400, "invalid_payload"),
+    ("ci", DEEP, None, 400, "invalid_payload"),
     ("nobody", {"text": "x"}, None, 404, "no_service"),
     ("reader", {"text": "x"}, None, 403, "action_prohibited"),
     ("payments", {"text": "x", "channel": "#general"}, None, 403, "action_prohibited"),
@@ -183,6 +185,7 @@ API_CASES = [  # (token or None, body, headers, answer)
     ("ci", {"channel": "#x", **LONG_SECTION}, None, "invalid_blocks"),
     ("ci", {"channel": "#x", **UNKNOWN_TYPE}, None, "invalid_blocks"),
     ("ci", {"channel": "#x"}, None, "no_text"),
+    ("ci", DEEP, None, "invalid_arguments"),
     (None, {"channel": "#x", "text": "x"}, None, "not_authed"),
     ("nobody", {"channel": "#x", "text": "x"}, None, "invalid_auth"),
     ("reader", {"channel": "#x", "text": "x"}, None, "missing_scope"),

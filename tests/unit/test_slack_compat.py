@@ -106,3 +106,15 @@ def test_a_mention_escaped_in_json_or_a_form_is_found():
         assert post.message["text"] == "&lt;!here&gt;"
     plain = b'{"text": "no one to call"}'
     assert read_post(webhook_body(plain, "application/json"), "x", "y", False).message["text"] == "no one to call"
+
+
+def test_nesting_past_what_the_walks_take_is_refused_for_every_token():
+    deep: list = []
+    inner = deep
+    for _ in range(600):
+        inner.append([])
+        inner = inner[0]
+    for mentions in (False, True):
+        with pytest.raises(SlackError) as raised:
+            read({"text": "x", "metadata": {"event_type": "e", "event_payload": {"deep": deep}}}, mentions)
+        assert raised.value.code == "invalid_arguments"
