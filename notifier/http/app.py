@@ -22,9 +22,9 @@ from ..metrics import Metrics
 from ..policy import Policy
 from ..settings import Settings
 from ..slack.sinks import make_sink
-from ..store.client import connect
 from ..store.keys import Keys
 from ..store.scripts import Scripts
+from ..store.topology import connect
 from ..tasks import cancel_and_wait, every
 from . import admin, alerts, console, limits, ops, slack_compat, windows
 from .actions import post_action

@@ -24,6 +24,7 @@ from .schemas import (
     AckAnswer,
     ActionAnswer,
     AlertmanagerAnswer,
+    AlertmanagerUndecided,
     DeadLetters,
     Health,
     Limits,
@@ -57,6 +58,7 @@ ANSWERS = (
     Limits,
     OverrideAnswer,
     AlertmanagerAnswer,
+    AlertmanagerUndecided,
     DeadLetters,
     Requeued,
     ActionAnswer,
@@ -95,8 +97,10 @@ RETRY_AFTER = {
 }
 UNAVAILABLE = {
     "503": _json(
-        "store unreachable; nothing was counted. Except {error: 'not replicated', id}: fewer than "
-        "NOTIFIER_REDIS_MIN_REPLICAS replicas acknowledged in time; the event may still be delivered",
+        "store unreachable; nothing was counted and the event is never delivered. Except, with its id: "
+        "{error: 'not replicated', id}, fewer than NOTIFIER_REDIS_MIN_REPLICAS replicas acknowledged in time; "
+        "{error: 'outcome unknown', id}, the admission reached the store and its answer did not come in time. "
+        "Those events may be delivered: send them again with the same dedup_key",
         Problem,
         headers=RETRY_AFTER,
     )
@@ -121,7 +125,7 @@ def _post(model: type[BaseModel], summary: str, answers: Doc, required: bool = T
         "summary": summary,
         "security": TOKEN,
         "requestBody": _body(model, required),
-        "responses": {**answers, **REFUSED},
+        "responses": {**answers, **{status: doc for status, doc in REFUSED.items() if status not in answers}},
     }
 
 
@@ -200,6 +204,11 @@ def _event_paths() -> Doc:
                 "Alertmanager webhook (version 4)",
                 {
                     "200": _json("one outcome per alert, even when some are dropped", AlertmanagerAnswer),
+                    "503": _json(
+                        "the store did not decide every alert; the outcome of each",
+                        AlertmanagerUndecided,
+                        headers=RETRY_AFTER,
+                    ),
                 },
             )
         },

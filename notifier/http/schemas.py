@@ -91,11 +91,23 @@ class OverrideAnswer(BaseModel):
 class AlertOutcome(BaseModel):
     """The outcome of one alert: the event answer plus which alert it was.
 
-    ``rejected`` (with ``error``): its category is not in ``NOTIFIER_CATEGORIES``.
+    ``rejected`` (with ``error``): its category is not in ``NOTIFIER_CATEGORIES``. In a
+    ``503`` only: ``outcome unknown`` and ``not replicated`` (with ``id``: it may be
+    delivered), ``unavailable`` (the store did not decide it: it is never delivered).
     """
 
     model_config = ConfigDict(extra="allow")
-    status: Literal["accepted", "duplicate", "dropped", "resolved", "reopened", "rejected"]
+    status: Literal[
+        "accepted",
+        "duplicate",
+        "dropped",
+        "resolved",
+        "reopened",
+        "rejected",
+        "outcome unknown",
+        "not replicated",
+        "unavailable",
+    ]
     category: str
     fingerprint: str
 
@@ -104,6 +116,15 @@ class AlertmanagerAnswer(BaseModel):
     """``POST /v1/alertmanager``: one outcome per alert, in order."""
 
     status: Literal["ok"]
+    results: list[AlertOutcome]
+
+
+class AlertmanagerUndecided(BaseModel):
+    """``POST /v1/alertmanager`` when the store did not decide every alert: ``503``, so Alertmanager
+    sends it again (its alerts are deduplicated). ``error`` is the plain one only when no alert was,
+    or may have been, admitted; else ``outcome unknown`` (or ``not replicated``)."""
+
+    error: str
     results: list[AlertOutcome]
 
 

@@ -66,6 +66,10 @@ class Keys:
         """The sliding log of one value of one level (the root's value is empty: ``log:global``)."""
         return f"{self.base}log:{level}:{_safe(value)}" if value else f"{self.base}log:{level}"
 
+    def restored(self, event_id: str) -> str:
+        """The mark of an event admitted in ``fail_open`` and handed over (``restore.lua``): once only."""
+        return f"{self.base}restored:{event_id}"
+
     def class_log(self, level: str, value: str, class_id: str) -> str:
         """The log of one class (``none`` for events of no class) of one level value with reserves."""
         return f"{self.bucket_log(level, value)}|{_safe(class_id)}"

@@ -6,9 +6,10 @@ from notifier.admission.limiter import Limiter
 from notifier.config import EMPTY, Config
 from notifier.policy import Policy
 from notifier.settings import Settings
-from notifier.store.client import Store, connect
+from notifier.store.client import Store
 from notifier.store.keys import Keys
 from notifier.store.scripts import Scripts
+from notifier.store.topology import connect
 
 
 def build_limiter(settings: Settings, store: Store | None = None, config: Config = EMPTY) -> tuple[Limiter, Store]:

@@ -10,9 +10,9 @@ from notifier.models import ANONYMOUS, Decision, Event
 from notifier.policy import Policy
 from notifier.rules import parse_rules
 from notifier.settings import load_settings
-from notifier.store.client import connect
 from notifier.store.keys import Keys
 from notifier.store.scripts import Scripts
+from notifier.store.topology import connect
 
 
 def fallback(**overrides: object) -> tuple[Fallback, object]:
