@@ -16,8 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ...errors import NotReplicated, StoreUnavailable
-from ..answers import STORE_RETRY_AFTER, _log_unavailable, json_response, retry_after_header
+from ...errors import InDoubt, StoreUnavailable
+from ..answers import STORE_RETRY_AFTER, json_response, log_unavailable, retry_after_header
 from ..state import METRICS
 from .payload import SlackError
 
@@ -99,8 +99,8 @@ def _failure(request: web.Request, exc: Exception) -> tuple[str, Mapping[str, st
         code, headers = exc.code, None
     elif isinstance(exc, web.HTTPRequestEntityTooLarge):  # aiohttp stops any body past client_max_size
         code, headers = "request_too_large", None
-    elif isinstance(exc, (StoreUnavailable, NotReplicated)):
-        _log_unavailable(exc)
+    elif isinstance(exc, (StoreUnavailable, InDoubt)):  # an event in doubt too: the client may retry
+        log_unavailable(exc)
         code, headers = "service_unavailable", retry_after_header(STORE_RETRY_AFTER)
     else:
         log.exception("unexpected error on %s %s", request.method, request.path, exc_info=exc)
