@@ -8,7 +8,9 @@
 --                                            (in every category)
 --   wrk ... -s storm.lua URL -- admitted     plain events of categories bench-0..19, which
 --                                            bench/replication.py leaves far from any limit
-local bodies, i = {}, 0
+--   wrk ... -s storm.lua URL -- webhook      Alertmanager's slack_configs payloads (about 1.5 KB, an
+--                                            attachment of three alerts) to the incoming-webhook door
+local bodies, i, path = {}, 0, "/v1/events"
 
 local function plain(c)
   return string.format('{"category":"storm-%d","text":"disk full on host-%d","severity":"error",'
@@ -33,7 +35,30 @@ local function admitted(c)
   return string.format('{"category":"bench-%d","text":"deploy %d finished"}', c, c)
 end
 
+-- What Alertmanager's slack_configs send for a group of three firing alerts (its default templates).
+local function slack(j)
+  local lines = {}
+  for k = 1, 3 do
+    lines[k] = string.format('*Alert:* DiskFull - critical\\n*Description:* Disk /var on host-%d-%d is 95%% full, '
+      .. 'writes will fail within the hour\\n*Details:*\\n \\u2022 *alertname:* `DiskFull`\\n \\u2022 *instance:* '
+      .. '`host-%d-%d:9100`\\n \\u2022 *job:* `node`\\n \\u2022 *severity:* `critical`\\n', j, k, j, k)
+  end
+  return string.format('{"channel":"#alerts","username":"Alertmanager","icon_emoji":":fire:","link_names":false,'
+    .. '"attachments":[{"title":"[FIRING:3] DiskFull (node prod critical)","title_link":'
+    .. '"http://alertmanager.example:9093/#/alerts?receiver=slack-%d","pretext":"","text":"%s","fallback":'
+    .. '"[FIRING:3] DiskFull (node prod critical) | http://alertmanager.example:9093/#/alerts?receiver=slack",'
+    .. '"callback_id":"","footer":"","color":"danger","mrkdwn_in":["fallback","pretext","text"],"actions":'
+    .. '[{"type":"button","text":"Runbook :green_book:","url":"https://runbooks.example.com/DiskFull"}],'
+    .. '"fields":[{"title":"cluster","value":"prod-%d","short":true},{"title":"severity","value":"critical",'
+    .. '"short":true},{"title":"team","value":"storage","short":true}]}]}', j, table.concat(lines), j)
+end
+
 function init(args)
+  if args[1] == "webhook" then
+    for j = 0, 19 do bodies[j + 1] = slack(j) end
+    path = "/services/T0000/B0000/bench-secret"
+    return
+  end
   if args[1] == "admitted" then
     for c = 0, 19 do bodies[c + 1] = admitted(c) end
     return
@@ -50,5 +75,5 @@ wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 request = function()
   i = i % #bodies + 1
-  return wrk.format(nil, "/v1/events", nil, bodies[i])
+  return wrk.format(nil, path, nil, bodies[i])
 end

@@ -16,7 +16,9 @@ dedup_key; on every gateway), and alert storms where every event has a dedup_key
 ``alerts-5000`` (5,000 keys: the same 50 admitted ones, the rest refused while the
 levels are full) and ``links-50`` (50 other admitted keys, each event with two links) on
 ``gateway``; ``alerts-critical`` (5,000 keys, one in ten critical) on ``reserves`` and
-``tree``.
+``tree``; ``webhook`` (Alertmanager's ``slack_configs`` payloads, about 1.5 KB with an
+attachment, on the incoming-webhook door of ``gateway``, beside a bare app that parses
+them and answers ``ok``).
 Also measures, in the same run: admit.lua with a batch of 1 vs a plain PING from
 redis-py, Redis CPU per decision (INFO commandstats) and memory per tracked event.
 Servers are pinned to core 0, wrk and Redis to the last core (when taskset exists),
@@ -51,7 +53,9 @@ SCENARIOS = {
     "alerts-5000": ["5000"],
     "links-50": ["50", "links"],
     "alerts-critical": ["5000", "critical"],
+    "webhook": ["webhook"],
 }
+WEBHOOK = "/services/T0000/B0000/bench-secret"  # the incoming-webhook door (no tokens: any secret)
 # Scenario -> the gateways it is measured on (each beside the baseline).
 MEASURED_ON = {"plain": ("gateway", "reserves", "tree"), "alerts-critical": ("reserves", "tree")}
 TREE = HERE / "tree.yaml"
@@ -115,6 +119,40 @@ def alert_body(j: int, links: bool = False, critical: bool = False) -> dict:
     return body
 
 
+def slack_body(j: int) -> dict:
+    """The Alertmanager ``slack_configs`` payload storm.lua's ``webhook`` scenario sends for ``j``."""
+    lines = "".join(
+        f"*Alert:* DiskFull - critical\n*Description:* Disk /var on host-{j}-{k} is 95% full, writes will fail "
+        f"within the hour\n*Details:*\n \u2022 *alertname:* `DiskFull`\n \u2022 *instance:* `host-{j}-{k}:9100`\n"
+        " \u2022 *job:* `node`\n \u2022 *severity:* `critical`\n"
+        for k in (1, 2, 3)
+    )
+    attachment = {
+        "title": "[FIRING:3] DiskFull (node prod critical)",
+        "title_link": f"http://alertmanager.example:9093/#/alerts?receiver=slack-{j}",
+        "pretext": "",
+        "text": lines,
+        "fallback": "[FIRING:3] DiskFull (node prod critical) | http://alertmanager.example:9093/#/alerts?receiver=slack",
+        "callback_id": "",
+        "footer": "",
+        "color": "danger",
+        "mrkdwn_in": ["fallback", "pretext", "text"],
+        "actions": [{"type": "button", "text": "Runbook :green_book:", "url": "https://runbooks.example.com/DiskFull"}],
+        "fields": [
+            {"title": "cluster", "value": f"prod-{j}", "short": True},
+            {"title": "severity", "value": "critical", "short": True},
+            {"title": "team", "value": "storage", "short": True},
+        ],
+    }
+    return {
+        "channel": "#alerts",
+        "username": "Alertmanager",
+        "icon_emoji": ":fire:",
+        "link_names": False,
+        "attachments": [attachment],
+    }
+
+
 def admit_alerts(gateway: Gateway) -> None:
     """Admit the 50 keys of ``alerts-50`` and of ``links-50`` (100 events: the global level is full)."""
     for links in (False, True):
@@ -133,7 +171,12 @@ ACTING = {
 
 
 def saturate(gateway: Gateway) -> None:
-    """Post until every category is refused, so the storm meets full levels (reserves included)."""
+    """Post until every category is refused, so the storm meets full levels (reserves included);
+    the webhook door's messages (category ``anonymous``) too."""
+    for _ in range(50):
+        headers = http("POST", gateway.url + WEBHOOK, {"text": "prefill"})[2]
+        if headers.get("X-Notifier-Outcome") == "dropped":
+            break
     for _ in range(500):
         refused = [
             gateway.post({"category": c, "text": "prefill", "severity": "error", "fields": {"team": f"t{i % 4}"}})[0]

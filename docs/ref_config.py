@@ -23,7 +23,6 @@ from notifier.rules import Rule, rules_text
 # Fields of features not served yet (model, field) -> the feature; refused or without effect today.
 LATER = {
     ("RouteConfig", "template"): "message templates",
-    ("RouteConfig", "category"): "the category of messages that arrive without one",
 }
 # Type names as the file's reader knows them, by the parser that reads them.
 NAMED = {"_rules": "rules (`COUNT/DURATION`, several separated by commas)", "_share": "share (`N%` or `N.N%`)"}

@@ -37,7 +37,6 @@ TREE_SETTINGS = ("global_limit", "category_limit", "category_limits", "category_
 ROUTE_SETTINGS = ("category_channels",)
 # Parts of the schema whose feature is not there yet: refused, never accepted and ignored.
 NOT_YET: dict[str, str] = {
-    "tokens": "tokens with scopes are not supported yet: use NOTIFIER_API_TOKENS",
     "templates": "message templates are not supported yet",
 }
 
@@ -119,16 +118,22 @@ class RouteConfig(_Part):
     """The channel the matching events go to."""
     template: str | None = None
     category: str | None = Field(None, pattern=CATEGORY_PATTERN)
+    """The category of front-door messages it matches (they come without one); else the token's name."""
 
 
 class TokenConfig(_Part):
     """A bearer token by its SHA-256, and what it may do."""
 
     sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
+    """The SHA-256 of the token, 64 hex digits (`notifier token new` prints it): the file never holds a token."""
     scopes: tuple[Literal["send", "read", "ack", "admin"], ...] = Field(min_length=1)
+    """What it may do: `send` events and front-door messages, `read` event content, `ack` alerts, `admin`."""
     channels: tuple[str, ...] = ("*",)
+    """Where its messages may go: globs, `*` any run of characters, e.g. `["#payments-*"]`."""
     mentions: bool = False
+    """Front doors: broadcast mentions (`<!here>` ...) in its messages stay mentions, else they show as text."""
     refusal: Annotated[Literal["ok", "429"], BeforeValidator(_text)] = "ok"
+    """Front doors: a refused message is answered as a success (`ok`), or with Slack's own `429`."""
 
 
 class TemplateConfig(_Part):
@@ -147,6 +152,7 @@ class Config(_Part):
     routes: list[RouteConfig] = []
     """Where events go: the first route that matches decides the channel; none: NOTIFIER_SLACK_CHANNEL."""
     tokens: dict[str, TokenConfig] = {}
+    """Token name -> its hash and what it may do; the name is the source of what it sends."""
     templates: dict[str, TemplateConfig] = {}
 
 

@@ -29,7 +29,7 @@ import math
 import time
 import uuid
 from collections import deque
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from prometheus_client import Counter
 
@@ -193,8 +193,13 @@ class Fallback:
         """Admitted events not yet handed to the store."""
         return len(self._held)
 
-    def admit(self, event: Event, path: Path, source: str, policy: Policy) -> Decision:
-        """Decide ``event`` (going ``path``) locally; raises :class:`StoreUnavailable` when the queue is full."""
+    def admit(
+        self, event: Event, path: Path, source: str, policy: Policy, message: dict[str, Any] | None = None
+    ) -> Decision:
+        """Decide ``event`` (going ``path``) locally; raises :class:`StoreUnavailable` when the queue is full.
+
+        ``message``: a front-door client's message (posted as sent; its gateway ts is not recorded here).
+        """
         if len(self._held) >= MAX_HELD:
             raise StoreUnavailable("store unreachable and the fail_open queue is full")
         now = time.monotonic()
@@ -217,6 +222,7 @@ class Fallback:
             time.time(),
             source=source,
             template=path.template,
+            message=message,
         )
         self._held.append(Held(entry, int(time.time() * 1e6), path))
         self.decisions.labels(self._label(event.category), "accepted").inc()

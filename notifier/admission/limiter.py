@@ -51,6 +51,7 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ..errors import InDoubt, NotReplicated, OutcomeUnknown, ReplyLost, StoreUnavailable
 from ..models import Decision, Event, Outcome
@@ -139,8 +140,13 @@ class Limiter:
         path = self.policy.route(event, source, channel)
         return self.decide_locally(event, path) or await self.decide_in_store(event, path, source)
 
-    async def decide_in_store(self, event: Event, path: Path, source: str = "anonymous") -> Decision:
-        """Send ``event`` (going ``path``) with the next batch to the script and wait for its answer."""
+    async def decide_in_store(
+        self, event: Event, path: Path, source: str = "anonymous", message: dict[str, Any] | None = None
+    ) -> Decision:
+        """Send ``event`` (going ``path``) with the next batch to the script and wait for its answer.
+
+        ``message``: a front-door client's message, queued to be posted as sent (``EventEntry.message``).
+        """
         if len(self._queue) >= MAX_WAITING:
             raise StoreUnavailable(f"{MAX_WAITING} events already wait for the store")
         if not self._store.answering:
@@ -148,7 +154,7 @@ class Limiter:
         event_id = uuid.uuid4().hex
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         self._futures[event_id] = future
-        self._queue.append(Pending(event, event_id, time.monotonic() + self._budget, path, source))
+        self._queue.append(Pending(event, event_id, time.monotonic() + self._budget, path, source, message))
         self._schedule(0)
         try:
             return await future

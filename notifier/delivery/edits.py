@@ -24,10 +24,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import orjson
+
 from ..errors import MessageGone, Permanent, RateLimited, Transient
 from ..metrics import Metrics
 from ..outbox import EventEntry, decode
 from ..rules import Rule
+from ..slack.as_sent import as_updated
 from ..slack.messages import (
     ACK,
     MUTE,
@@ -125,6 +128,8 @@ class Record:
         posted, entry = self.posted, self.event_entry
         if posted is None:
             return None
+        if "m" in self.fields:  # a front-door client's update of its message: as sent
+            return as_updated(posted.channel_id, orjson.loads(self.fields["m"]))
         if entry is not None:
             return event_message(posted.channel_id, {**entry.event, "category": entry.category}, self.state(choices))
         base = json.loads(self.fields.get("base", "[]"))

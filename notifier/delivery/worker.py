@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..errors import Permanent, RateLimited, StoreUnavailable, Transient
+from ..gateway_ts import GatewayTs
 from ..metrics import Metrics
 from ..outbox import DigestEntry, EscalationEntry, EventEntry, HeldEntry, WindowEntry
 from ..policy import Policy
@@ -54,7 +55,7 @@ from ..tasks import cancel_and_wait, every, until_answered
 from .digests import Digests
 from .edits import Editor, read_record
 from .group import READ_COUNT, ConsumerGroup, Escalate, Taken, take
-from .pacing import Bucket, Pacer
+from .pacing import Bucket, Pacer, backoff
 from .timers import Timers
 
 log = logging.getLogger(__name__)
@@ -71,11 +72,6 @@ class Sent(NamedTuple):
     dead_reason: str | None
     posted: Posted | None
     shown: int
-
-
-def backoff(attempt: int, base: float = 0.5, cap: float = 30.0) -> float:
-    """Exponential backoff with full jitter."""
-    return random.uniform(0, min(cap, base * 2**attempt))
 
 
 class Delivery:
@@ -103,6 +99,7 @@ class Delivery:
         self._choices = settings.mute_choices if controls else ()  # none: messages carry no controls
         self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._choices)
         self._timers = Timers(store, scripts, keys, settings.escalation, policy)  # policy: windows' hand-overs
+        self._threads = GatewayTs(store, scripts, keys)  # where the parents of front-door replies are
         self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
         self._held: dict[str, Taken] = {}
         self._sent: OrderedDict[str, Sent] = OrderedDict()  # stream id -> what was done, oldest first
@@ -271,6 +268,8 @@ class Delivery:
             return window_message(entry), 0
         if isinstance(entry, EscalationEntry):
             return await self._escalation(entry), 0
+        if entry.message is not None:  # a front-door client's message: as sent, in its parent's thread
+            return await self._threads.as_sent(entry, entry.message, self._group.holds, self._sink.edits), 1
         event = {**entry.event, "category": entry.category}
         if entry.reply:
             return await self._resolution(entry, event), 0
@@ -316,7 +315,7 @@ class Delivery:
     def _escalate(self, entry: EventEntry) -> Escalate | None:
         """The start of an alert's escalation, for its post or its reopening reply (None: no steps)."""
         steps = self._settings.escalation.get(str(entry.event.get("severity", "info")))
-        if not steps or not entry.record or (entry.reply and not entry.reopened):
+        if not steps or not entry.record or (entry.reply and not entry.reopened) or entry.message is not None:
             return None
         return Escalate(steps[0].after_ms * 1000, "reopen" if entry.reopened else "post")
 

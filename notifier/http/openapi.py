@@ -37,6 +37,7 @@ from .schemas import (
     WindowEnded,
     Windows,
 )
+from .slack_compat.openapi import front_door_paths
 from .windows import NAME_PATTERN, WindowRequest
 
 REF = "#/components/schemas/{model}"
@@ -325,7 +326,8 @@ def _ops_paths() -> Doc:
 
 @lru_cache(maxsize=1)
 def spec() -> Doc:
-    """The OpenAPI 3.1 document of the gateway."""
+    """The OpenAPI 3.1 document of the gateway (the front doors' part from ``slack_compat.openapi``)."""
+    paths = {**_event_paths(), **_limits_paths(), **_alert_paths(), **_window_paths(), **_ops_paths()}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -333,7 +335,7 @@ def spec() -> Doc:
             "version": __version__,
             "description": "Slack notification gateway with fleet-wide rate limits.",
         },
-        "paths": {**_event_paths(), **_limits_paths(), **_alert_paths(), **_window_paths(), **_ops_paths()},
+        "paths": {**paths, **front_door_paths()},
         "components": {
             "schemas": _schemas(),
             "securitySchemes": {

@@ -32,9 +32,10 @@ INSTALL = {
     "prometheus-alertmanager": ("prometheus-alertmanager", "alertmanager"),
     "faketime": ("faketime", "libfaketime"),
     "wrk": ("wrk", "wrk"),
+    "node": ("nodejs", "node"),
     "chromium": ("chromium", "chromium"),  # the console's browser tests drive it with Playwright
     "cc": ("gcc", "gcc"),  # builds the wall-clock shift for redis-server (ShiftedClock)
-    "npm": ("npm", "node"),  # fetches helm (tests/support/helm.py)
+    "npm": ("npm", "node"),  # fetches helm (tests/support/helm.py) and Slack's Node clients (node_clients.py)
     # strace sees every write a pod's gateway tries (tests/support/pod.py); Linux only
     "strace": ("strace", "(no formula: Linux only)"),
 }
@@ -363,10 +364,15 @@ def replicas(env: dict[str, str], tmp_path, names=("a", "b")) -> Iterator[list[G
 
 
 @contextlib.contextmanager
-def alertmanager(gateway_url: str, folder: Path, group_by: str = "'alertname'") -> Iterator[str]:
-    """A real prometheus-alertmanager posting to the gateway at ``gateway_url``; yields its URL."""
+def alertmanager(
+    gateway_url: str, folder: Path, group_by: str = "'alertname'", config: str | None = None
+) -> Iterator[str]:
+    """A real prometheus-alertmanager posting to the gateway at ``gateway_url``; yields its URL.
+
+    ``config``: a configuration of its own (e.g. ``slack_configs`` pointing at the front doors).
+    """
     binary = need("prometheus-alertmanager")
-    (folder / "am.yml").write_text(ALERTMANAGER_CONFIG.format(url=gateway_url, group_by=group_by))
+    (folder / "am.yml").write_text(config or ALERTMANAGER_CONFIG.format(url=gateway_url, group_by=group_by))
     port = free_port()
     argv = [
         binary,
