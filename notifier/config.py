@@ -37,7 +37,6 @@ TREE_SETTINGS = ("global_limit", "category_limit", "category_limits", "category_
 ROUTE_SETTINGS = ("category_channels",)
 # Parts of the schema whose feature is not there yet: refused, never accepted and ignored.
 NOT_YET: dict[str, str] = {
-    "tokens": "tokens with scopes are not supported yet: use NOTIFIER_API_TOKENS",
     "templates": "message templates are not supported yet",
 }
 
