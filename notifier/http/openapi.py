@@ -214,6 +214,15 @@ class Windows(BaseModel):
     quiet_hours: list[QuietHours]
 
 
+class TokenAnswer(BaseModel):
+    """``GET /v1/token``: who the given token is, and what it may do."""
+
+    name: str = Field(description="the token's name: the source of its events, the author of its changes")
+    scopes: list[Literal["send", "read", "ack", "admin"]]
+    channels: list[str] = Field(description="globs of the channels its messages may go to")
+    open: bool = Field(description="true when no tokens are configured: every caller is anonymous")
+
+
 class Health(BaseModel):
     """``/healthz`` and ``/readyz``."""
 
@@ -238,6 +247,7 @@ ANSWERS = (
     DeadLetters,
     Requeued,
     ActionAnswer,
+    TokenAnswer,
     Window,
     WindowEnded,
     Windows,
@@ -282,12 +292,13 @@ UNAVAILABLE = {
 REFUSED = {
     "400": _json("not JSON (or not UTF-8, NaN, nested too deeply)", Problem),
     "401": _json("missing or wrong bearer token", Problem),
+    "403": _json("the token lacks the route's scope (or may not post to the event's channel)", Problem),
     "413": _json("body over 64 KiB", Problem),
     "415": _json("not application/json", Problem),
     "422": _json("fields invalid; details name them", Problem),
     **UNAVAILABLE,
 }
-TOKEN: list[Doc] = [{}, {"bearer": []}]  # open unless NOTIFIER_API_TOKENS is set
+TOKEN: list[Doc] = [{}, {"bearer": []}]  # open unless tokens are configured (see auth.ROUTES for the scopes)
 
 
 def _body(model: type[BaseModel], required: bool = True) -> Doc:
@@ -308,7 +319,8 @@ def _get(model: type[BaseModel], summary: str, extra: Doc | None = None, content
     doc: Doc = {"summary": summary, "responses": {"200": _json(summary, model), **(extra or {})}}
     if content:
         doc["security"] = TOKEN
-        doc["responses"]["401"] = _json("missing or wrong bearer token", Problem)
+        doc["responses"]["401"] = REFUSED["401"]
+        doc["responses"]["403"] = REFUSED["403"]
     return {"get": doc}
 
 
@@ -335,6 +347,7 @@ def _limits_paths() -> Doc:
                     **changed,
                     "404": _json("no override is in force", Problem),
                     "401": REFUSED["401"],
+                    "403": REFUSED["403"],
                     "422": REFUSED["422"],
                     **UNAVAILABLE,
                 },
@@ -414,6 +427,7 @@ def _alert_paths() -> Doc:
                     "200": _json("a page of open alerts", OpenAlerts),
                     "400": _json("not a cursor of this gateway", Problem),
                     "401": REFUSED["401"],
+                    "403": REFUSED["403"],
                     **UNAVAILABLE,
                 },
             }
@@ -424,7 +438,13 @@ def _alert_paths() -> Doc:
             "delete": {
                 "summary": "Lift an open alert's acknowledgement",
                 "security": TOKEN,
-                "responses": {**acked, "401": REFUSED["401"], "422": REFUSED["422"], **UNAVAILABLE},
+                "responses": {
+                    **acked,
+                    "401": REFUSED["401"],
+                    "403": REFUSED["403"],
+                    "422": REFUSED["422"],
+                    **UNAVAILABLE,
+                },
             },
         },
     }
@@ -444,6 +464,7 @@ def _window_paths() -> Doc:
                     "200": _json("when it ended", WindowEnded),
                     "404": _json("no window of this name is open", Problem),
                     "401": REFUSED["401"],
+                    "403": REFUSED["403"],
                     "422": REFUSED["422"],
                     **UNAVAILABLE,
                 },
@@ -464,6 +485,13 @@ def _ops_paths() -> Doc:
                 {"200": _json("requeued", Requeued)},
                 required=False,
             )
+        },
+        "/v1/token": {
+            "get": {
+                "summary": "Who the given token is, and what it may do",
+                "security": TOKEN,
+                "responses": {"200": _json("the token's name and scopes", TokenAnswer), "401": REFUSED["401"]},
+            }
         },
         "/healthz": _get(Health, "The process serves"),
         "/readyz": _get(Health, "The store answers", {"503": _json("store unreachable", Problem)}),
@@ -499,7 +527,8 @@ def spec() -> Doc:
                 "bearer": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "required on changes when NOTIFIER_API_TOKENS is set",
+                    "description": "required on changes and event content when tokens are configured, "
+                    "with the route's scope (send, read, ack or admin)",
                 }
             },
         },
