@@ -87,16 +87,25 @@ def test_file_and_environment_tokens_are_named_and_scoped():
     assert not tokens.open and tokens_of({}).open
 
 
-def test_remembered_tokens_are_bounded_and_unknown_ones_never_remembered(monkeypatch):
+def test_known_tokens_are_remembered_and_unknown_ones_hashed_every_time(monkeypatch):
     tokens = tokens_of({"ci": {"sha256": GOOD, "scopes": ["send"]}})
     identified: list[str | bytes] = []
     identify = tokens.identify
     monkeypatch.setattr(tokens, "identify", lambda given: identified.append(given) or identify(given))
     assert tokens.lookup("a token").name == "ci" and tokens.lookup("a token").name == "ci"
     assert identified == ["a token"]  # hashed once, then remembered
-    for guess in range(3 * auth.MAX_REMEMBERED):
-        assert tokens.lookup(f"guess {guess}") is None
-    assert len(tokens._remembered) <= auth.MAX_REMEMBERED and "guess 0" not in tokens._remembered
+    assert tokens.lookup("a guess") is None and tokens.lookup("a guess") is None
+    assert identified == ["a token", "a guess", "a guess"] and list(tokens._remembered) == ["a token"]
+
+
+def test_remembered_tokens_are_bounded(monkeypatch):
+    monkeypatch.setattr(auth, "MAX_REMEMBERED", 2)
+    names = [f"t{i}" for i in range(5)]
+    tokens = tokens_of({n: {"sha256": hashlib.sha256(n.encode()).hexdigest(), "scopes": ["read"]} for n in names})
+    for _ in range(2):
+        for name in names:
+            assert tokens.lookup(name).name == name
+            assert len(tokens._remembered) <= 2
 
 
 @pytest.mark.parametrize(
