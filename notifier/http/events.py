@@ -64,9 +64,10 @@ async def post_event(request: web.Request) -> web.StreamResponse:
     """Decide one event. It answers its own errors (the app does not wrap it in ``answers_errors``):
     on the storm path every coroutine layer costs, measured in ``bench/RESULTS.md``."""
     try:
-        gateway = request.app[GATEWAY]
+        app = request.app  # a property: read once
+        gateway = app[GATEWAY]
         admission = gateway.admission
-        caller = request.app[GUARD].caller(request)
+        caller = app[GUARD].caller(request)
         check_post(request)
         event = parse_event(await request.read(), admission.limiter.policy)
         path = admission.route(event, caller.name)
