@@ -102,6 +102,7 @@ class Store:
             self.failures += 1
             if isinstance(exc, UNREACHABLE):
                 self._open_circuit(exc)
+                raise StoreUnavailable(self.last_error) from exc
             raise StoreUnavailable(_reason(exc)) from exc
 
     async def run(self, script: AsyncScript, keys: list[str], args: list[Any], timeout: float | None = None) -> Any:
@@ -161,7 +162,7 @@ class Store:
     def _open_circuit(self, exc: BaseException) -> None:
         if self._primary is None:  # the primary that stopped answering, to see whether it changes
             self._primary = self._named_primary()
-        self.last_error = _reason(exc)
+        self.last_error = _reason(exc, self.last_error if self._probe is not None else "")
         if self._probe is None:
             log.warning("the store did not answer (%s): failing fast until it answers a probe", self.last_error)
             self._probe = asyncio.get_running_loop().create_task(self._until_answered())
@@ -172,7 +173,7 @@ class Store:
             try:
                 await asyncio.wait_for(self.redis.ping(), self.timeout)
             except (RedisError, OSError, asyncio.TimeoutError) as exc:
-                self.last_error = _reason(exc)
+                self.last_error = _reason(exc, self.last_error)
                 await asyncio.sleep(PROBE_PAUSE)
                 continue
             log.warning("the store answers again")
@@ -239,9 +240,17 @@ class Store:
         await self.redis.aclose()
 
 
-def _reason(exc: BaseException) -> str:
-    """What a failure says, for a person: its text, else its kind (a timeout has no text)."""
-    return str(exc) or type(exc).__name__
+def _reason(exc: BaseException, before: str = "") -> str:
+    """What a failure says, for a person: its text, else its kind (a timeout has no text).
+
+    A reset that follows a TLS error of the same outage keeps that error: in TLS 1.3 a server
+    refuses a client certificate after the client's handshake has ended, and the client then
+    reads either the server's alert or, as often, only the reset that follows it.
+    """
+    text = str(exc) or type(exc).__name__
+    if "SSL" in before and isinstance(exc, (RedisConnectionError, OSError)) and "reset by peer" in text.lower():
+        return before
+    return text
 
 
 async def _within(timeout: float, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
