@@ -1,6 +1,6 @@
 """CPU instructions per storm request, gateway vs bare aiohttp, counted by callgrind.
 
-    python bench/instructions.py [requests] [--scenario alerts-50]
+    python bench/instructions.py [requests] [--scenario alerts-50] [--token]
 
 Requests/s on a shared 2-core machine swing by 15% between runs; instructions do
 not. Each server runs under ``valgrind --tool=callgrind`` with counting switched
@@ -55,6 +55,7 @@ PLAIN = [
 ]
 BODIES = PLAIN
 PATH = b"/v1/events"
+AUTH_LINE = b""  # with --token: the Authorization header every request carries
 
 
 def scenario_bodies(scenario: str) -> list[bytes]:
@@ -77,8 +78,8 @@ async def send(port: int, requests: int, connections: int = 8) -> None:
         for i in range(n):
             body = BODIES[(start + i) % len(BODIES)]
             writer.write(
-                b"POST %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-                b"Content-Length: %d\r\n\r\n%s" % (PATH, len(body), body)
+                b"POST %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n%s"
+                b"Content-Length: %d\r\n\r\n%s" % (PATH, AUTH_LINE, len(body), body)
             )
             length = 0
             while (line := await reader.readline()) != b"\r\n":
@@ -142,10 +143,14 @@ def main() -> None:
     parser.add_argument("--only", choices=("gateway", "baseline"), help="count one server only")
     parser.add_argument("--reserves", action="store_true", help="the gateway with reserves (as storm.py's)")
     parser.add_argument("--scenario", choices=list(storm.SCENARIOS), default="plain", help="storm.py's bodies")
+    parser.add_argument("--token", action="store_true", help="the gateway requires a token; every request has it")
     args = parser.parse_args()
-    global BODIES, PATH
+    global BODIES, PATH, AUTH_LINE
     BODIES = scenario_bodies(args.scenario)
     PATH = storm.WEBHOOK.encode() if args.scenario == "webhook" else PATH
+    if args.token:
+        storm.AUTH["Authorization"] = f"Bearer {storm.BENCH_TOKEN}"
+        AUTH_LINE = f"Authorization: Bearer {storm.BENCH_TOKEN}\r\n".encode()
     requests = args.requests
     if not shutil.which("valgrind"):
         sys.exit("valgrind not found: apt-get install -y valgrind")
@@ -176,6 +181,7 @@ def count_gateway(server: RedisServer, requests: int, out: str, reserves: bool) 
             "NOTIFIER_GLOBAL_LIMIT": "100/30m",
             "NOTIFIER_CATEGORY_LIMIT": "10/30m",
             **(storm.RESERVES if reserves else {}),
+            **({"NOTIFIER_API_TOKENS": storm.BENCH_TOKEN} if AUTH_LINE else {}),
         },
         command=callgrind([sys.executable, "-c", SERVE_SLOWED], out),
     ).start()

@@ -3,6 +3,7 @@
     python bench/storm.py            # 5 alternating rounds of 5 s each
     python bench/storm.py --quick    # 3 rounds of 2 s
     python bench/storm.py --gateway-command /other/venv/bin/notifier   # another build ("before")
+    python bench/storm.py --token    # every request with a bearer token the gateways require
 
 Starts its own redis-server on a free port, one gateway (real Redis, 20 categories,
 limits saturated first so nearly every event is refused) and ``bench/baseline.py``,
@@ -46,6 +47,8 @@ import yaml  # noqa: E402
 from helpers import Gateway, RedisServer, free_port, http, wait_for  # noqa: E402
 
 CATEGORIES = [f"storm-{c}" for c in range(20)]
+BENCH_TOKEN = "bench-token-0c1d2e3f4a5b6c7d8e9f"  # with --token: NOTIFIER_API_TOKENS of the gateways
+AUTH: dict[str, str] = {}  # with --token: the header every request of the storm carries (the baseline ignores it)
 # Scenario -> the wrk script's arguments (see storm.lua): distinct dedup_keys, links or critical.
 SCENARIOS = {
     "plain": [],
@@ -80,7 +83,8 @@ def wrk_output(url: str, seconds: float, connections: int, script_args: list[str
 
 def wrk(url: str, seconds: float, connections: int, script_args: list[str]) -> tuple[float, int, int]:
     """(requests/s, requests, non-2xx answers) of one wrk run against ``url`` with the storm script."""
-    out = wrk_output(url, seconds, connections, script_args)
+    headers = [f"-H{name}: {value}" for name, value in AUTH.items()]
+    out = wrk_output(url, seconds, connections, script_args, *headers)
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     total = re.search(r"(\d+) requests in", out)
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
@@ -157,7 +161,7 @@ def admit_alerts(gateway: Gateway) -> None:
     """Admit the 50 keys of ``alerts-50`` and of ``links-50`` (100 events: the global level is full)."""
     for links in (False, True):
         for j in range(50):
-            status, body, _ = gateway.post(alert_body(j, links))
+            status, body, _ = gateway.post(alert_body(j, links), headers=AUTH)
             assert status in (202, 429), body  # with reserves, the shared part fills first
 
 
@@ -178,11 +182,13 @@ def saturate(gateway: Gateway) -> None:
         if headers.get("X-Notifier-Outcome") == "dropped":
             break
     for _ in range(500):
-        refused = [
-            gateway.post({"category": c, "text": "prefill", "severity": "error", "fields": {"team": f"t{i % 4}"}})[0]
-            == 429
+        prefill = [
+            gateway.post(
+                {"category": c, "text": "prefill", "severity": "error", "fields": {"team": f"t{i % 4}"}}, headers=AUTH
+            )
             for i, c in enumerate(CATEGORIES)
         ]
+        refused = [status == 429 for status, _, _ in prefill]
         if all(refused):
             return
     raise AssertionError("the levels never filled")
@@ -343,6 +349,7 @@ def main() -> None:
         action="store_true",
         help="the gateways with escalation steps, five mute choices and a signing secret",
     )
+    parser.add_argument("--token", action="store_true", help="the gateways require a token; every request has it")
     parser.add_argument("--gateway-command", help="the notifier command to bench (default: the installed one)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated, of: " + ", ".join(SCENARIOS))
     args = parser.parse_args()
@@ -361,6 +368,9 @@ def main() -> None:
         limits["NOTIFIER_QUIET_HOURS"] = quiet_hours_later()
     if args.acting:
         limits.update(ACTING)
+    if args.token:
+        limits["NOTIFIER_API_TOKENS"] = BENCH_TOKEN
+        AUTH["Authorization"] = f"Bearer {BENCH_TOKEN}"
     command = [args.gateway_command, "serve"] if args.gateway_command else None
     gateway = Gateway(limits, wrapper=pin(0), command=command).start()
     reserves = Gateway(

@@ -1,5 +1,6 @@
 """The ``notifier`` command: ``serve`` runs the gateway; ``status``, ``mute``, ``unmute``, ``ack``,
-``unack`` and ``maintenance`` talk to one; ``check-config`` and ``route`` read a configuration file.
+``unack`` and ``maintenance`` talk to one; ``check-config`` and ``route`` read a configuration file;
+``token new`` makes a token for it.
 
 A start-up problem (a bad setting, a missing env file, a port in use) is one
 line on stderr naming the variable, file or port, and exit status 2; a bad
@@ -21,6 +22,7 @@ from .errors import ConfigError, SettingsError
 from .explain import explain_route, summary
 from .policy import Policy
 from .settings import Settings, load_settings, unknown_variables
+from .tokens import comma_list, new_token
 
 log = logging.getLogger("notifier")
 
@@ -53,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     route.add_argument("--config", metavar="FILE", help="the configuration file (default: NOTIFIER_CONFIG)")
     route.add_argument("keys", nargs="+", metavar="KEY=VALUE", help="category=db severity=critical field:team=db ...")
     route.set_defaults(run=_route)
+    new_token = _token_parser(commands)
     status = commands.add_parser("status", help="show limits and totals of a running gateway")
     status.set_defaults(run=lambda args, settings: terminal.show(_url(args, settings), _token(args, settings)))
     mute = commands.add_parser("mute", help="mute a category (or LEVEL/VALUE) for the whole fleet for a while")
@@ -95,12 +98,42 @@ def _parser() -> argparse.ArgumentParser:
             _url(args, settings), _token(args, settings), args.name, _window_body(args)
         )
     )
-    for sub in (serve, status, mute, unmute, ack, unack, window, check, route):
+    for sub in (serve, status, mute, unmute, ack, unack, window, check, route, new_token):
         sub.add_argument("--env-file", help="read NOTIFIER_* settings from this file too")
     for sub in (status, mute, unmute, ack, unack, window):
         sub.add_argument("--url", default=None, help="gateway URL (default: from NOTIFIER_HOST/NOTIFIER_PORT)")
         sub.add_argument("--token", default=None, help="bearer token (default: the first of NOTIFIER_API_TOKENS)")
     return parser
+
+
+def _token_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """``token new``; returns its parser."""
+    token = commands.add_parser("token", help="make bearer tokens for the configuration file")
+    new = token.add_subparsers(dest="action", required=True, help="what to do: new").add_parser(
+        "new", help="print a new random token, and its line for tokens: (with its hash, never the token)"
+    )
+    new.add_argument("name", help="the token's name: the source of the events it sends, the author of its changes")
+    new.add_argument("--scopes", required=True, help="comma list of send, read, ack, admin")
+    new.add_argument("--channels", default="", help="comma list of globs where its messages may go (default: any)")
+    new.add_argument("--mentions", action="store_true", help="broadcast mentions of its front-door messages stay")
+    new.add_argument("--refusal", choices=("ok", "429"), default="ok", help="how the front doors answer a refusal")
+    new.set_defaults(run=_new_token)
+    return new
+
+
+def _new_token(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        made = new_token(args.name, comma_list(args.scopes), comma_list(args.channels), args.mentions, args.refusal)
+    except ConfigError as exc:
+        return _fail_all(exc.problems)
+    print(made.token)
+    print(made.line)
+    print(
+        "notifier: the first line is the token (shown once: give it to its client); add the second under tokens: "
+        "in the configuration file",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _config(path: str | None, settings: Settings) -> Config:

@@ -188,9 +188,11 @@ class Settings(BaseSettings):
     hold_bypass: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_severities)] = ("critical",)
     """Comma list of severities that no quiet or maintenance window holds (posted at once)."""
     api_tokens: CommaList | None = None
-    """Comma list of bearer tokens. When set, every change (POST, PUT, DELETE) and every read of event content
-    (/v1/dead, /v1/alerts) needs `Authorization: Bearer <token>`; counts (/v1/stats, /v1/limits, /metrics, /healthz,
-    /readyz) stay open for monitoring."""
+    """Comma list of bearer tokens, each with every scope (named env-1, env-2, ... as the source of their events
+    and the author of their changes). When set (or tokens are in the configuration file), every change (POST,
+    PUT, DELETE) and every read of event content (/v1/dead, /v1/alerts) needs `Authorization: Bearer <token>`;
+    counts (/v1/stats, /v1/limits, /metrics, /healthz, /readyz) stay open for monitoring. Tokens that may do only
+    part of it: `notifier token new NAME --scopes send` and `tokens:` in NOTIFIER_CONFIG."""
     key_prefix: str = Field("notifier", pattern=r"^[A-Za-z0-9_.:\-]{1,64}$")
     """The prefix of every Redis key (keys look like `PREFIX:{PREFIX}:...`; the braces keep one deployment in one Redis
     Cluster slot)."""

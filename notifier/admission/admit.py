@@ -35,7 +35,10 @@ class Admission:
 
     async def decide(self, event: Event, source: str = "anonymous", channel: str | None = None) -> Decision:
         """Route one event, run it through the limiter and count the outcome."""
-        path = self.route(event, source, channel)
+        return await self.decide_on(event, self.route(event, source, channel), source)
+
+    async def decide_on(self, event: Event, path: Path, source: str) -> Decision:
+        """Run one routed event through the limiter (here, else in the store) and count the outcome."""
         return self.decide_here(event, path) or await self.decide_in_store(event, path, source)
 
     def decide_here(self, event: Event, path: Path) -> Decision | None:

@@ -1,7 +1,8 @@
-// The gateway's JSON routes, as any client calls them; the token; the store's clock.
+// The gateway's JSON routes, as any client calls them; the token and what it may do; the store's clock.
 //
 // The token lives in sessionStorage only (gone with the tab), goes out as a bearer
-// token, and is never put in a URL, localStorage or a cookie.
+// token, and is never put in a URL, localStorage or a cookie. What it may do is what
+// `GET /v1/token` answers: its name and scopes (send, read, ack, admin).
 
 const TOKEN_KEY = "notifier.token";
 
@@ -17,15 +18,45 @@ export function token() {
 
 export function setToken(value) {
   sessionStorage.setItem(TOKEN_KEY, value);
+  caller = null; // who it is: asked again
 }
 
 export function forgetToken() {
   sessionStorage.removeItem(TOKEN_KEY);
+  caller = null;
 }
 
-/** Whether event content may be read now: no token needed, or one is given. */
+// Who the token in use is, as `GET /v1/token` answered ({name, scopes, ...}); null until it did.
+let caller = null;
+
+/** The caller the gateway named for the token in use; null before it answered (or with no token). */
+export function currentCaller() {
+  return caller;
+}
+
+/** Ask the gateway who the token in use is; rejects like `call` (401: it does not know the token). */
+export async function identify() {
+  caller = null;
+  if (!tokenRequired || !token()) return null;
+  const given = token();
+  const answer = await call("GET", "/v1/token");
+  if (token() === given) caller = answer; // not a token replaced meanwhile
+  return caller;
+}
+
+/**
+ * Whether an action that needs `scope` is offered. Without tokens, every one; before a token is
+ * given, every one too (acting asks for the token); with a token, those its scopes allow, once
+ * the gateway said which (none before: offering one that then answers 403 helps nobody).
+ */
+export function may(scope) {
+  if (!tokenRequired || !token()) return true;
+  return caller !== null && Array.isArray(caller.scopes) && caller.scopes.includes(scope);
+}
+
+/** Whether event content may be read now: no token needed, or one is given whose scopes include read. */
 export function mayReadContent() {
-  return !tokenRequired || token() !== "";
+  return !tokenRequired || (token() !== "" && may("read"));
 }
 
 /** An answer other than 2xx: its status and the gateway's error text. */

@@ -5,7 +5,10 @@ import {
   Refused,
   Unreachable,
   call,
+  currentCaller,
   forgetToken,
+  identify,
+  may,
   mayReadContent,
   routes,
   segment,
@@ -92,6 +95,7 @@ class Unshown extends Error {
 const reported = new Set();
 
 async function refresh() {
+  if (tokenRequired && token() && currentCaller() === null) await identifyToken();
   const due = READS.filter((r) => available(r) && (!r.content || mayReadContent()));
   const results = await Promise.allSettled(due.map(read));
   const failures = results.filter((r) => r.status === "rejected").map((r) => r.reason);
@@ -148,11 +152,42 @@ function askForToken(reason, focus = false) {
   if (focus) $("token").focus();
 }
 
+const ABLE = {
+  send: "send events",
+  read: "read alerts and dead letters",
+  ack: "acknowledge alerts",
+  admin: "change limits and windows and requeue dead letters",
+};
+
+/** Learn who the token in use is (`GET /v1/token`), then offer only what it may do. */
+async function identifyToken() {
+  try {
+    const who = await identify();
+    if (who) {
+      const able = (who.scopes || []).map((scope) => ABLE[scope] || scope);
+      say($("token-note"), `Token ${who.name}: may ${able.length ? able.join(", ") : "nothing but read counts"}.`);
+    }
+  } catch (error) {
+    if (error instanceof Refused && error.status === 401) askForToken("The gateway does not know this token (401): enter it again.", true);
+    else if (!(error instanceof Unreachable || error instanceof Refused)) throw error; // else asked again with the next read
+  }
+  showLocks();
+}
+
+/** Offer an action only when the token in use may do it (a form, button or panel names its scope). */
+function showScopes() {
+  for (const node of document.querySelectorAll("[data-scope]")) node.hidden = !may(node.dataset.scope);
+}
+
 function showLocks() {
+  showScopes();
   const open = mayReadContent();
+  const who = currentCaller();
   for (const panel of document.querySelectorAll("section")) {
     const locked = panel.querySelector(".locked");
     if (!locked) continue;
+    locked.dataset.ask ??= locked.textContent;
+    locked.textContent = who && !open ? `Token ${who.name} lacks scope read: it may not see event content.` : locked.dataset.ask;
     locked.hidden = open;
     panel.classList.toggle("is-locked", !open);
   }
@@ -176,7 +211,7 @@ function setUpToken() {
     $("token").value = "";
     say($("token-note"), "Token in use in this tab.");
     showLocks();
-    tick();
+    tick(); // learns who the token is first
   });
   $("forget-token").addEventListener("click", () => {
     forgetToken();

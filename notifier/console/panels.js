@@ -1,7 +1,7 @@
 // What each panel shows, from the answers of the gateway's routes. Text from the gateway
 // (event text, categories, reasons, names) is always set as text, never parsed as markup.
 
-import { serverNow } from "./api.js";
+import { may, serverNow } from "./api.js";
 import { bar, clock, duration, el, seconds, setText, stamp, sync, textBlock } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
@@ -129,6 +129,7 @@ function makeOverride(first, lift) {
       setText(left, rest === null ? "until removed" : `${duration(rest)} left (until ${clock(o.until)})`);
       setText(by, o.by ? `by ${o.by}` : "");
       setText(button, isMute(o) ? "Unmute" : "Restore");
+      button.hidden = !may("admin");
     },
   };
 }
@@ -192,7 +193,7 @@ function makeWindow(first, end) {
       setText(scope, parts.filter(Boolean).join(" · "));
       setText(note, w.note || w.windows || w.window || "");
       note.hidden = !note.textContent;
-      button.hidden = !isMaintenance(w);
+      button.hidden = !isMaintenance(w) || !may("admin");
     },
   };
 }
@@ -269,6 +270,7 @@ function makeAlert(first, toggle) {
       if (a.channel) extra.push(`in ${a.channel}`);
       setText(more, extra.join(" · "));
       setText(button, acked ? "Unacknowledge" : "Acknowledge");
+      button.hidden = !may("ack");
     },
   };
 }
@@ -331,7 +333,7 @@ export function showDead(answer, requeue) {
   const entries = answer.entries || [];
   const count = answer.count ?? entries.length;
   setText($("dead-count"), `${count} dead letter${count === 1 ? "" : "s"}${entries.length < (answer.count ?? 0) ? `, the oldest ${entries.length} shown` : ""}`);
-  $("requeue-all").hidden = entries.length === 0;
+  $("requeue-all").hidden = entries.length === 0 || !may("admin");
   sync($("dead"), entries, (d) => d.dead_id || d.id, (d) => makeDead(d, requeue), $("dead-title"));
 }
 
@@ -355,6 +357,7 @@ function makeDead(first, requeue) {
       setText(reason, d.reason || "");
       setText(when, d.dead_at_ms ? `since ${stamp(d.dead_at_ms / 1000)}` : "");
       text.update(d.text);
+      button.hidden = !may("admin");
     },
   };
 }

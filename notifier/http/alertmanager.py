@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import InDoubt, StoreUnavailable
 from ..models import MAX_URL, URL_PATTERN, Event, Link, Severity
 from .answers import UNAVAILABLE, ApiError, in_doubt, json_response, log_unavailable, unavailable
-from .events import decision_body
+from .auth import CALLER, Caller
+from .events import decision_body, forbidden_channel
 from .input import read_json, unknown_category, validation_details
 from .state import GATEWAY, Gateway
 
@@ -135,14 +136,15 @@ def _dedup_key(identity: str, starts_at: str) -> str:
 
 async def post_alertmanager(request: web.Request) -> web.StreamResponse:
     gateway = request.app[GATEWAY]
-    body = await read_json(request, gateway.settings.api_tokens)
+    caller = request[CALLER]
+    body = await read_json(request)
     try:
         payload = Payload.model_validate(body)
         label = gateway.settings.alertmanager_category_label
         events = [to_event(alert, label) for alert in payload.alerts]
     except ValidationError as exc:
         raise ApiError(422, "not an Alertmanager webhook payload", validation_details(exc)) from exc
-    outcomes = await asyncio.gather(*(alert_outcome(gateway, e) for e in events), return_exceptions=True)
+    outcomes = await asyncio.gather(*(alert_outcome(gateway, e, caller) for e in events), return_exceptions=True)
     results = [
         {
             **(undecided(request, o) if isinstance(o, BaseException) else o),
@@ -176,15 +178,21 @@ def payload_error(results: list[dict[str, Any]]) -> str:
     return "not replicated" if "not replicated" in statuses else UNAVAILABLE
 
 
-async def alert_outcome(gateway: Gateway, event: Event) -> dict[str, Any]:
-    """One alert's entry in the webhook answer.
+async def alert_outcome(gateway: Gateway, event: Event, caller: Caller) -> dict[str, Any]:
+    """One alert's entry in the webhook answer; its source is the caller's name.
 
     An alert of a category ``NOTIFIER_CATEGORIES`` does not name is refused on
-    its own (never admitted, counted as a 422), not by failing the whole
-    payload: a 4xx would make Alertmanager report the other alerts as failed.
+    its own (never admitted, counted as a 422), and so is one routed to a channel
+    the caller may not post to (a 403), not by failing the whole payload: a 4xx
+    would make Alertmanager report the other alerts as failed.
     """
-    problem = unknown_category(event.category, gateway.admission.limiter.policy)
+    admission = gateway.admission
+    problem = unknown_category(event.category, admission.limiter.policy)
     if problem:
         gateway.metrics.rejected.labels("422").inc()
         return {"status": "rejected", "error": problem}
-    return decision_body(await gateway.admission.decide(event))
+    path = admission.route(event, caller.name)
+    if not caller.may_post_to(path.channel):
+        gateway.metrics.rejected.labels("403").inc()
+        return {"status": "rejected", "error": forbidden_channel(caller, path.channel)}
+    return decision_body(await admission.decide_on(event, path, caller.name))

@@ -30,7 +30,7 @@ from . import admin, alerts, console, limits, ops, slack_compat, windows
 from .actions import post_action
 from .alertmanager import post_alertmanager
 from .answers import MAX_BODY, answers_errors, no_route
-from .auth import TOKENS, Tokens
+from .auth import GUARD, TOKENS, Guard, Tokens, get_token, guarded
 from .events import post_event
 from .openapi import openapi_handler
 from .state import CONFIG, GATEWAY, METRICS, SETTINGS, Gateway
@@ -108,6 +108,7 @@ def create_app(settings: Settings, config: Config = EMPTY) -> web.Application:
         web.post("/v1/alerts/{dedup_key:" + ANY + "+}/ack", alerts.post_ack),
         web.delete("/v1/alerts/{dedup_key:" + ANY + "+}/ack", alerts.delete_ack),
         web.get("/v1/dead", admin.get_dead),
+        web.get("/v1/token", get_token),
         web.post("/v1/dead/requeue", admin.post_requeue),
         web.get("/healthz", ops.healthz),
         web.get("/readyz", ops.readyz),
@@ -118,12 +119,14 @@ def create_app(settings: Settings, config: Config = EMPTY) -> web.Application:
         web.get(r"/{asset:favicon\.ico|console/[a-z]+\.(?:js|css)}", console.static),
         web.route("*", "/{path:" + ANY + "*}", no_route),
     ]  # last: unknown paths and methods
-    # Each handler answers its own errors: no middleware, see answers.py for why. The storm's
-    # handler calls answers.error_answer itself (one coroutine fewer per request); the front
-    # doors answer theirs in Slack's shapes.
+    # Each handler answers its own errors: no middleware, see answers.py for why; each is reached
+    # only by a caller the route table (auth.ROUTES) lets through. The storm's handler does both
+    # itself (one coroutine fewer per request); the front doors answer in Slack's shapes and check
+    # their own credential (a token in the path or the body).
     own = {post_event, *slack_compat.HANDLERS}
     app.add_routes(
-        web.RouteDef(r.method, r.path, r.handler if r.handler in own else answers_errors(r.handler), r.kwargs)
+        web.RouteDef(r.method, r.path, r.handler if r.handler in own else answers_errors(guarded(r.handler)), r.kwargs)
         for r in routes
     )
+    app[GUARD] = Guard(app[TOKENS], app.router.routes())
     return app

@@ -23,7 +23,7 @@ from importlib import resources
 
 from aiohttp import web
 
-from .state import SETTINGS
+from .auth import TOKENS
 
 FOLDER = "console"  # inside the notifier package
 OPTIONAL_ROUTES = ("/v1/alerts", "/v1/windows")  # routes a panel needs that older versions lack
@@ -72,7 +72,7 @@ async def page(request: web.Request) -> web.StreamResponse:
     found = assets().get("index.html")
     if found is None:
         raise web.HTTPNotFound()
-    auth = "token" if request.app[SETTINGS].api_tokens else "open"
+    auth = "open" if request.app[TOKENS].open else "token"
     paths = {resource.canonical for resource in request.app.router.resources()}
     routes = " ".join(path for path in OPTIONAL_ROUTES if path in paths)
     body = found.body.replace(b"{{auth}}", auth.encode()).replace(b"{{routes}}", routes.encode())

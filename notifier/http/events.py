@@ -6,8 +6,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ..models import ANONYMOUS, Decision, Outcome
-from .answers import error_answer, json_response, refusal_response
+from ..models import Decision, Outcome
+from ..routing import Path
+from .answers import ApiError, error_answer, json_response, refusal_response
+from .auth import GUARD, Caller
 from .input import check_post, parse_event
 from .state import GATEWAY
 
@@ -48,16 +50,30 @@ def decision_body(decision: Decision) -> dict[str, Any]:
     return {"status": _TEXT[decision.outcome], "id": decision.id}
 
 
+def check_channel(caller: Caller, path: Path) -> None:
+    """A 403 when ``path`` goes to a channel ``caller`` may not post to; before anything is counted."""
+    if not caller.may_post_to(path.channel):
+        raise ApiError(403, forbidden_channel(caller, path.channel))
+
+
+def forbidden_channel(caller: Caller, channel: str) -> str:
+    return f"token '{caller.name}' may not post to channel '{channel}'"
+
+
 async def post_event(request: web.Request) -> web.StreamResponse:
     """Decide one event. It answers its own errors (the app does not wrap it in ``answers_errors``):
     on the storm path every coroutine layer costs, measured in ``bench/RESULTS.md``."""
     try:
-        gateway = request.app[GATEWAY]
+        app = request.app  # a property: read once
+        gateway = app[GATEWAY]
         admission = gateway.admission
-        check_post(request, gateway.settings.api_tokens)
+        caller = app[GUARD].caller(request)
+        check_post(request)
         event = parse_event(await request.read(), admission.limiter.policy)
-        path = admission.route(event, ANONYMOUS)
-        decision = admission.decide_here(event, path) or await admission.decide_in_store(event, path, ANONYMOUS)
+        path = admission.route(event, caller.name)
+        if caller.bounded:
+            check_channel(caller, path)
+        decision = admission.decide_here(event, path) or await admission.decide_in_store(event, path, caller.name)
         if decision.outcome is Outcome.DROPPED:
             return refusal_response(decision_body(decision), decision.retry_after)
         return json_response(decision_body(decision), _STATUS[decision.outcome])

@@ -29,7 +29,7 @@ from ..settings import CATEGORY_PATTERN
 from ..store.client import as_text
 from ..tree import Level, Reserves
 from .answers import ApiError, json_response
-from .auth import check_token
+from .auth import CALLER
 from .input import invalid, read_json, validated
 from .state import GATEWAY, Gateway
 
@@ -182,9 +182,9 @@ def _override_view(override: Override) -> dict[str, Any]:
 async def put_limit(request: web.Request) -> web.StreamResponse:
     """``PUT /v1/limits/{level}[/{value}]`` with ``{"rules": "20/30m", "for": "1h"}``."""
     gateway = request.app[GATEWAY]
-    who = check_token(request, gateway.settings.api_tokens)
+    who = request[CALLER].name
     target = _target(request, gateway.admission.limiter.policy)
-    body = validated(OverrideRequest, await read_json(request, None))
+    body = validated(OverrideRequest, await read_json(request))
     rules = _parsed("rules", parse_rules, body.rules)
     for_ms = None if body.for_ is None else _parsed("for", parse_duration_ms, body.for_)
     if for_ms is not None and for_ms < 1:
@@ -197,7 +197,7 @@ async def put_limit(request: web.Request) -> web.StreamResponse:
 async def delete_limit(request: web.Request) -> web.StreamResponse:
     """``DELETE /v1/limits/{level}[/{value}]``: 404 when no override is in force."""
     gateway = request.app[GATEWAY]
-    who = check_token(request, gateway.settings.api_tokens)
+    who = request[CALLER].name
     policy = gateway.admission.limiter.policy
     target = _target(request, policy)
     if not await gateway.overrides.delete(target, who):

@@ -33,6 +33,7 @@ from .schemas import (
     Requeued,
     RequeueRequest,
     Stats,
+    TokenAnswer,
     Window,
     WindowEnded,
     Windows,
@@ -65,6 +66,7 @@ ANSWERS = (
     Window,
     WindowEnded,
     Windows,
+    TokenAnswer,
     Health,
 )
 
@@ -108,12 +110,13 @@ UNAVAILABLE = {
 REFUSED = {
     "400": _json("not JSON (or not UTF-8, NaN, nested too deeply)", Problem),
     "401": _json("missing or wrong bearer token", Problem),
+    "403": _json("the token lacks the route's scope (or may not post to the event's channel)", Problem),
     "413": _json("body over 64 KiB", Problem),
     "415": _json("not application/json", Problem),
     "422": _json("fields invalid; details name them", Problem),
     **UNAVAILABLE,
 }
-TOKEN: list[Doc] = [{}, {"bearer": []}]  # open unless NOTIFIER_API_TOKENS is set
+TOKEN: list[Doc] = [{}, {"bearer": []}]  # open unless tokens are configured (see auth.ROUTES for the scopes)
 
 
 def _body(model: type[BaseModel], required: bool = True) -> Doc:
@@ -134,7 +137,8 @@ def _get(model: type[BaseModel], summary: str, extra: Doc | None = None, content
     doc: Doc = {"summary": summary, "responses": {"200": _json(summary, model), **(extra or {})}}
     if content:
         doc["security"] = TOKEN
-        doc["responses"]["401"] = _json("missing or wrong bearer token", Problem)
+        doc["responses"]["401"] = REFUSED["401"]
+        doc["responses"]["403"] = REFUSED["403"]
     return {"get": doc}
 
 
@@ -173,6 +177,7 @@ def _override_ops(parameters: list[Doc], what: str) -> Doc:
                 **changed,
                 "404": _json("no override is in force", Problem),
                 "401": REFUSED["401"],
+                "403": REFUSED["403"],
                 "422": REFUSED["422"],
                 **UNAVAILABLE,
             },
@@ -256,6 +261,7 @@ def _alert_paths() -> Doc:
                     "200": _json("a page of open alerts", OpenAlerts),
                     "400": _json("not a cursor of this gateway", Problem),
                     "401": REFUSED["401"],
+                    "403": REFUSED["403"],
                     **UNAVAILABLE,
                 },
             }
@@ -266,7 +272,13 @@ def _alert_paths() -> Doc:
             "delete": {
                 "summary": "Lift an open alert's acknowledgement",
                 "security": TOKEN,
-                "responses": {**acked, "401": REFUSED["401"], "422": REFUSED["422"], **UNAVAILABLE},
+                "responses": {
+                    **acked,
+                    "401": REFUSED["401"],
+                    "403": REFUSED["403"],
+                    "422": REFUSED["422"],
+                    **UNAVAILABLE,
+                },
             },
         },
     }
@@ -286,6 +298,7 @@ def _window_paths() -> Doc:
                     "200": _json("when it ended", WindowEnded),
                     "404": _json("no window of this name is open", Problem),
                     "401": REFUSED["401"],
+                    "403": REFUSED["403"],
                     "422": REFUSED["422"],
                     **UNAVAILABLE,
                 },
@@ -310,6 +323,13 @@ def _ops_paths() -> Doc:
         "/healthz": _get(Health, "The process serves"),
         "/readyz": _get(Health, "The store answers", {"503": _json("store unreachable", Problem)}),
         "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": text}}},
+        "/v1/token": {
+            "get": {
+                "summary": "Who the given token is, and what it may do",
+                "security": TOKEN,
+                "responses": {"200": _json("the token's name and scopes", TokenAnswer), "401": REFUSED["401"]},
+            }
+        },
         "/openapi.json": {
             "get": {
                 "summary": "This document",
@@ -342,7 +362,8 @@ def spec() -> Doc:
                 "bearer": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "required on changes when NOTIFIER_API_TOKENS is set",
+                    "description": "required on changes and event content when tokens are configured, "
+                    "with the route's scope (send, read, ack or admin)",
                 }
             },
         },

@@ -240,3 +240,12 @@ class Health(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     status: str
+
+
+class TokenAnswer(BaseModel):
+    """``GET /v1/token``: who the given token is, and what it may do."""
+
+    name: str = Field(description="the token's name: the source of its events, the author of its changes")
+    scopes: list[Literal["send", "read", "ack", "admin"]]
+    channels: list[str] = Field(description="globs of the channels its messages may go to")
+    open: bool = Field(description="true when no tokens are configured: every caller is anonymous")

@@ -23,7 +23,7 @@ from ..rules import parse_duration_ms
 from ..settings import CATEGORY_PATTERN
 from ..windows import US, MaintenanceWindow, current_or_next
 from .answers import ApiError, json_response
-from .auth import check_token
+from .auth import CALLER
 from .input import invalid, read_json, validated
 from .state import GATEWAY, Gateway
 
@@ -49,9 +49,9 @@ class WindowRequest(BaseModel):
 
 async def put_window(request: web.Request) -> web.StreamResponse:
     gateway = request.app[GATEWAY]
-    who = check_token(request, gateway.settings.api_tokens)
+    who = request[CALLER].name
     name = _name(request)
-    body = validated(WindowRequest, await read_json(request, None))
+    body = validated(WindowRequest, await read_json(request))
     start_us = 0 if body.start is None else _instant("start", body.start)
     end_us, for_us = _end(body)
     if not body.categories and not body.channels:
@@ -71,7 +71,7 @@ async def put_window(request: web.Request) -> web.StreamResponse:
 
 async def delete_window(request: web.Request) -> web.StreamResponse:
     gateway = request.app[GATEWAY]
-    who = check_token(request, gateway.settings.api_tokens)
+    who = request[CALLER].name
     name = _name(request)
     ended = await gateway.overrides.end_window(name, who)
     if ended is None:

@@ -21,7 +21,9 @@ A store that does not answer (a timeout, a refused or broken connection) opens
 a circuit: from then on every call fails at once, without waiting, while a
 probe keeps a ``PING`` outstanding; the moment it is answered the circuit
 closes. So a hung Redis costs one timeout, not one per request, and the first
-request after it answers again goes through.
+request after it answers again goes through. While it is open, every failure
+names the last reason the store gave (a refused connection, a TLS certificate
+it does not trust, ...), so ``/readyz`` says why for as long as it lasts.
 
 With ``min_replicas`` (``NOTIFIER_REDIS_MIN_REPLICAS``), :meth:`Store.run_replicated`
 and :meth:`Store.call_replicated` also say how many replicas acknowledged the
@@ -118,6 +120,7 @@ class Store:
         self._waitaof: bool | None = None  # detected once
         self._primary: Any = None  # the address the Sentinels named last
         self._probe: asyncio.Task[None] | None = None
+        self.last_error = ""  # why the store last failed to answer, while the circuit is open
         self._offset_us: float | None = None  # store clock minus time.monotonic(), in us
         self._offset_rtt, self._offset_at = float("inf"), 0.0
 
@@ -130,14 +133,15 @@ class Store:
         """``await command(*args, **kwargs)``, any store failure raised as :class:`StoreUnavailable`."""
         if self._probe is not None:
             self.failures += 1
-            raise StoreUnavailable("the store did not answer; waiting for it to answer again")
+            raise StoreUnavailable(f"the store did not answer ({self.last_error}); waiting for it to answer again")
         try:
             return await command(*args, **kwargs)
         except (RedisError, OSError, asyncio.TimeoutError) as exc:
             self.failures += 1
             if isinstance(exc, UNREACHABLE):
                 self._open_circuit(exc)
-            raise StoreUnavailable(str(exc) or type(exc).__name__) from exc
+                raise StoreUnavailable(self.last_error) from exc
+            raise StoreUnavailable(_reason(exc)) from exc
 
     async def run(self, script: AsyncScript, keys: list[str], args: list[Any], timeout: float | None = None) -> Any:
         """Run a Lua script (EVALSHA, loaded again on NOSCRIPT) once, waiting at most ``timeout`` seconds.
@@ -226,10 +230,9 @@ class Store:
     def _open_circuit(self, exc: BaseException) -> None:
         if self._primary is None:  # the primary that stopped answering, to see whether it changes
             self._primary = self._named_primary()
+        self.last_error = _reason(exc, self.last_error if self._probe is not None else "")
         if self._probe is None:
-            log.warning(
-                "the store did not answer (%s): failing fast until it answers a probe", str(exc) or type(exc).__name__
-            )
+            log.warning("the store did not answer (%s): failing fast until it answers a probe", self.last_error)
             self._probe = asyncio.get_running_loop().create_task(self._until_answered())
 
     async def _until_answered(self) -> None:
@@ -237,7 +240,8 @@ class Store:
         while True:
             try:
                 await asyncio.wait_for(self.redis.ping(), self.timeout)
-            except (RedisError, OSError, asyncio.TimeoutError):
+            except (RedisError, OSError, asyncio.TimeoutError) as exc:
+                self.last_error = _reason(exc, self.last_error)
                 await asyncio.sleep(PROBE_PAUSE)
                 continue
             log.warning("the store answers again")
@@ -309,6 +313,19 @@ class Sending:
     """Whether a call went to the store: set once its connection was made, just before it is sent."""
 
     sent: bool = False
+
+
+def _reason(exc: BaseException, before: str = "") -> str:
+    """What a failure says, for a person: its text, else its kind (a timeout has no text).
+
+    A reset that follows a TLS error of the same outage keeps that error: in TLS 1.3 a server
+    refuses a client certificate after the client's handshake has ended, and the client then
+    reads either the server's alert or, as often, only the reset that follows it.
+    """
+    text = str(exc) or type(exc).__name__
+    if "SSL" in before and isinstance(exc, (RedisConnectionError, OSError)) and "reset by peer" in text.lower():
+        return before
+    return text
 
 
 async def _evalsha(client: Any, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:

@@ -6,6 +6,7 @@ A panel whose route a gateway lacks (an older version) says so without an error.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -563,3 +564,79 @@ def test_windows_open_and_end_from_the_page_and_quiet_hours_show(redis_url, slac
     finally:
         first.stop()
         second.stop()
+
+
+# --- what a token may do: only that is offered ---
+
+ONCALL, CI = "oncall-Secret-1", "ci-Secret-2"
+
+
+def _tokens_file(tmp_path: Path) -> Path:
+    """``oncall`` may read and acknowledge, ``ci`` may only send; NOTIFIER_API_TOKENS (env-1) may do all."""
+    digest = lambda token: hashlib.sha256(token.encode()).hexdigest()  # noqa: E731
+    path = tmp_path / "tokens.yaml"
+    path.write_text(
+        "tokens:\n"
+        f"  oncall: {{sha256: {digest(ONCALL)}, scopes: [read, ack]}}\n"
+        f"  ci: {{sha256: {digest(CI)}, scopes: [send]}}\n"
+    )
+    return path
+
+
+def _use_token(page: Page, token: str) -> None:
+    page.get_by_label("API token").fill(token)
+    page.get_by_label("API token").press("Enter")
+
+
+def test_a_token_is_offered_only_what_it_may_do_and_a_403_says_why(redis_url, slack, tmp_path, watched):
+    env = {"NOTIFIER_API_TOKENS": TOKEN, "NOTIFIER_CONFIG": str(_tokens_file(tmp_path))}
+    gateway = _gateway(redis_url, slack, tmp_path, **env)
+    try:
+        everything = {"Authorization": f"Bearer {TOKEN}"}
+        alert = {"category": "db", "text": "disk full", "dedup_key": "disk-db1", "severity": "error"}
+        assert gateway.post(alert, headers=everything)[0] == 202
+        _dead_letter(gateway, slack, "lost on the way")
+        http("PUT", gateway.url + "/v1/limits/web", {"rules": "0/1h", "for": "1h"}, headers=everything)
+        seen = watched()
+        page = seen.open(gateway)
+        _use_token(page, ONCALL)
+        expect(page.locator("#token-note")).to_have_text(
+            "Token oncall: may read alerts and dead letters, acknowledge alerts."
+        )
+        disk = page.locator("#alerts li").filter(has_text="disk-db1")
+        expect(disk.get_by_role("button", name="Acknowledge", exact=True)).to_be_visible()
+        expect(page.locator("#dead li")).to_have_count(1)
+        for name in ("Mute", "Override", "Open window", "Requeue", "Requeue all", "Unmute"):
+            expect(page.get_by_role("button", name=name, exact=True)).to_have_count(0)
+        expect(page.locator("#overrides li").filter(has_text="web")).to_contain_text("muted (0/1h)")
+
+        disk.get_by_role("button", name="Acknowledge", exact=True).click()  # no name given: the token's
+        expect(disk).to_contain_text("Acknowledged by oncall at")
+
+        # Scopes can change under an open page (a new file on the gateway): a 403 then says why.
+        page.evaluate("document.getElementById('mute-form').hidden = false")
+        page.get_by_label("Category").fill("db")
+        page.get_by_role("button", name="Mute", exact=True).click()
+        expect(page.locator("#mute-form .note")).to_have_text("Refused: 403 token 'oncall' lacks scope 'admin'")
+        assert http("GET", gateway.url + "/v1/limits")[1]["overrides"].keys() == {"web"}
+        assert [e for e in seen.errors if "403" not in e] == []  # the browser's own note of that 403 only
+
+        page.get_by_role("button", name="Forget token").click()
+        _use_token(page, CI)
+        expect(page.locator("#token-note")).to_have_text("Token ci: may send events.")
+        expect(page.locator("#alerts-panel .locked")).to_have_text(
+            "Token ci lacks scope read: it may not see event content."
+        )
+        expect(page.locator("#alerts li")).to_have_count(0)
+        expect(page.locator("#dead li")).to_have_count(0)
+        expect(page.get_by_role("button", name="Acknowledge", exact=True)).to_have_count(0)
+        page.wait_for_timeout(2500)  # reads go on: none of them for content this token may not see
+        by_ci = [url for _, url, head in seen.requests if head.get("authorization") == f"Bearer {CI}"]
+        assert any("/v1/stats" in url for url in by_ci)
+        assert not any("/v1/alerts" in url or "/v1/dead" in url for url in by_ci)
+
+        _use_token(page, "not-a-token")
+        expect(page.locator("#token-note")).to_have_text("The gateway does not know this token (401): enter it again.")
+        expect(page.get_by_label("API token")).to_be_focused()
+    finally:
+        gateway.stop()

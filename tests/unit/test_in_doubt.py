@@ -155,8 +155,8 @@ async def test_an_alertmanager_payload_says_what_became_of_each_alert(client, mo
             return await original(self, event, *args)
         raise failure
 
-    original = Admission.decide
-    monkeypatch.setattr(Admission, "decide", decide)
+    original = Admission.decide_on
+    monkeypatch.setattr(Admission, "decide_on", decide)
     response = await client.post("/v1/alertmanager", json=ALERTS)
     body = await response.json()
     assert (response.status, body["error"], "Retry-After" in response.headers) == (503, error, True)
