@@ -38,7 +38,6 @@ ROUTE_SETTINGS = ("category_channels",)
 # Parts of the schema whose feature is not there yet: refused, never accepted and ignored.
 NOT_YET: dict[str, str] = {
     "tokens": "tokens with scopes are not supported yet: use NOTIFIER_API_TOKENS",
-    "templates": "message templates are not supported yet",
 }
 
 

@@ -5,6 +5,7 @@
     NotifierError
     ├── SettingsError        a setting has a bad value; the message names the variable
     ├── ConfigError          the configuration file has problems; one line each, naming the place
+    ├── TemplateError        a message template failed for one event: it takes the built-in shape
     ├── StoreUnavailable     the store did not answer (raised only by ``store.client``)
     ├── NotReplicated        the store took a write that too few replicas acknowledged in time
     └── DeliveryError        Slack did not take a call
@@ -33,6 +34,14 @@ class ConfigError(NotifierError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+
+
+class TemplateError(NotifierError):
+    """A message template failed for one event (an undefined value, a block Slack would refuse, too slow).
+
+    The event is not lost: it is posted in the built-in shape. The message says why, once per
+    template and reason in the log.
+    """
 
 
 class StoreUnavailable(NotifierError):

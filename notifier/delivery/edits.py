@@ -38,9 +38,9 @@ from ..slack.messages import (
     acknowledged_line,
     edited_message,
     escape,
-    event_message,
 )
 from ..slack.sinks import Posted, Sink
+from ..slack.templates import Templates
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
@@ -120,13 +120,16 @@ class Record:
             ack=(UNACK if self.acknowledged_by else ACK) if choices and self.open else "",
         )
 
-    def message(self, choices: tuple[str, ...]) -> Message | None:
-        """The message as it should read now, or None when the record cannot say (``choices``: see :meth:`state`)."""
+    async def message(self, choices: tuple[str, ...], templates: Templates) -> Message | None:
+        """The message as it should read now, or None when the record cannot say (``choices``: see :meth:`state`).
+
+        An alert's message is made again from its first event, in its template's shape.
+        """
         posted, entry = self.posted, self.event_entry
         if posted is None:
             return None
         if entry is not None:
-            return event_message(posted.channel_id, {**entry.event, "category": entry.category}, self.state(choices))
+            return await templates.message(entry, posted.channel_id, self.state(choices), count=False)
         base = json.loads(self.fields.get("base", "[]"))
         category = self.fields.get("category", "")
         return edited_message(
@@ -152,9 +155,11 @@ class Editor:
         sink: Sink,
         metrics: Metrics,
         choices: tuple[str, ...],
+        templates: Templates,
     ) -> None:
         self._store, self._scripts, self._keys = store, scripts, keys
         self._sink, self._metrics, self._choices = sink, metrics, choices
+        self._templates = templates
         self._pacer = Pacer(store, scripts, update_rate)
         self._bucket = Bucket(keys.update_pace, keys.update_cooldown, keys.cooldown_all)
         self._failures: dict[str, int] = {}
@@ -188,7 +193,7 @@ class Editor:
 
     async def _edit(self, key: str) -> None:
         record = await until_answered("reading a record", read_record, self._store, key)
-        message = record.message(self._choices) if record else None
+        message = await record.message(self._choices, self._templates) if record else None
         if record is None or message is None or record.posted is None:
             await self._done(key, "drop")
             return

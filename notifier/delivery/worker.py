@@ -41,12 +41,12 @@ from ..slack.messages import (
     MessageState,
     digest_message,
     escalation_message,
-    event_message,
     held_message,
     reply_message,
     window_message,
 )
 from ..slack.sinks import Posted, Sink
+from ..slack.templates import Templates
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
@@ -90,8 +90,10 @@ class Delivery:
         sink: Sink,
         metrics: Metrics,
         policy: Callable[[], Policy],
+        templates: Templates,
     ) -> None:
         self._store, self._keys, self._settings = store, keys, settings
+        self._templates = templates
         self._sink, self._metrics = sink, metrics
         # Block for half the socket timeout: a block as long as the timeout makes every idle
         # read end in a TimeoutError (and, on a cluster client, a slot-map refresh).
@@ -101,7 +103,7 @@ class Delivery:
         self._digests = Digests(store, scripts, keys)
         controls = bool(settings.slack_signing_secret) and sink.edits and sink.paced
         self._choices = settings.mute_choices if controls else ()  # none: messages carry no controls
-        self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._choices)
+        self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._choices, templates)
         self._timers = Timers(store, scripts, keys, settings.escalation, policy)  # policy: windows' hand-overs
         self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
         self._held: dict[str, Taken] = {}
@@ -233,7 +235,7 @@ class Delivery:
             if self._sink.paced:  # the console is not Slack: nothing to pace there
                 await self._pacer.wait_for_slot(bucket)
                 if shown:  # an alert's post shows its state as of now, not as of before the wait
-                    message, shown = await self._prepare(taken)
+                    message, shown = await self._prepare(taken, count=False)
             started = time.perf_counter()
             try:
                 posted = await self._sink.post(message)
@@ -260,8 +262,11 @@ class Delivery:
                 self._metrics.replies.inc()
             return
 
-    async def _prepare(self, taken: Taken) -> tuple[Message, int]:
-        """The message of an entry, and the version of its alert's record it shows (0: none)."""
+    async def _prepare(self, taken: Taken, count: bool = True) -> tuple[Message, int]:
+        """The message of an entry, and the version of its alert's record it shows (0: none).
+
+        ``count``: a template that fails is counted (not when the same post is prepared again).
+        """
         entry = taken.entry
         if isinstance(entry, DigestEntry):
             return digest_message(entry), 0
@@ -279,8 +284,8 @@ class Delivery:
         )
         if record is None or record.fields.get("id") != entry.id:  # not an alert, or its record is gone
             state = MessageState(button=MUTE if self._choices else "", choices=self._choices)
-            return event_message(entry.channel, event, state), 0
-        return event_message(entry.channel, event, record.state(self._choices)), record.version
+            return await self._templates.message(entry, entry.channel, state, count), 0
+        return await self._templates.message(entry, entry.channel, record.state(self._choices), count), record.version
 
     async def _resolution(self, entry: EventEntry, event: dict[str, Any]) -> Message:
         """A resolution's reply, in the thread of its alert's message once that is posted.
