@@ -11,7 +11,9 @@ Scenarios, each measured beside the baseline with the same bodies: ``plain`` (no
 dedup_key), and alert storms where every event has a dedup_key: ``alerts-50`` (50
 keys, all admitted before the storm: every event a duplicate), ``alerts-5000``
 (5,000 keys: the same 50 admitted ones, the rest refused while the levels are full)
-and ``links-50`` (50 other admitted keys, each event with two links).
+and ``links-50`` (50 other admitted keys, each event with two links); ``templates``: the
+plain storm on a gateway whose configuration file gives every category a route and a
+message template of its own (rendered at delivery, so admission should not notice).
 Also measures, in the same run: admit.lua with a batch of 1 vs a plain PING from
 redis-py, Redis CPU per decision (INFO commandstats) and memory per tracked event.
 Servers are pinned to core 0, wrk and Redis to the last core (when taskset exists),
@@ -22,12 +24,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -115,6 +119,25 @@ ACTING = {
     "NOTIFIER_MUTE_CHOICES": "15m,1h,4h,24h,7d",
     "NOTIFIER_SLACK_SIGNING_SECRET": "bench-signing-secret",
 }
+
+
+def templates_config() -> str:
+    """A configuration file: every category routed to a channel with a template of its own."""
+    templates = {
+        f"storm-{c}": {
+            "text": f"storm {c}: {{{{ title or category }}}}: {{{{ text }}}}",
+            "blocks": [
+                {"type": "header", "text": {"type": "plain_text", "text": f"Storm {c}: {{{{ category }}}}"}},
+                {"type": "section", "text": {"type": "mrkdwn", "text": "*{{ fields.host|default('-') }}* {{ text }}"}},
+                {"type": "context", "elements": [{"type": "mrkdwn", "text": "{{ severity }} from {{ source }}"}]},
+            ],
+        }
+        for c in range(20)
+    }
+    routes = [{"match": {"category": name}, "channel": "#storm", "template": name} for name in templates]
+    path = Path(tempfile.mkdtemp(prefix="notifier-bench-")) / "templates.yml"
+    path.write_text(json.dumps({"routes": routes, "templates": templates}))  # JSON is YAML
+    return str(path)
 
 
 def saturate(gateway: Gateway) -> None:
@@ -267,9 +290,12 @@ def main() -> None:
         help="the gateways with escalation steps, five mute choices and a signing secret",
     )
     parser.add_argument("--gateway-command", help="the notifier command to bench (default: the installed one)")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated, of: " + ", ".join(SCENARIOS))
+    every = [*SCENARIOS, "templates"]
+    parser.add_argument("--scenarios", default=",".join(every), help="comma-separated, of: " + ", ".join(every))
     args = parser.parse_args()
     args.scenarios = args.scenarios.split(",")
+    if "templates" in args.scenarios and "plain" not in args.scenarios:
+        args.scenarios.append("plain")  # the templated gateway's storm is the plain one, measured beside it
     if args.quick:
         args.rounds, args.seconds = 3, 2
     if not shutil.which("wrk"):
@@ -289,11 +315,17 @@ def main() -> None:
     reserves = Gateway(
         {**limits, **RESERVES, "NOTIFIER_KEY_PREFIX": "reserves"}, wrapper=pin(0), command=command
     ).start()
+    templated = None
+    if "templates" in args.scenarios:
+        config = {**limits, "NOTIFIER_KEY_PREFIX": "templates", "NOTIFIER_CONFIG": templates_config()}
+        templated = Gateway(config, wrapper=pin(0), command=command).start()
     baseline, baseline_url = start_baseline()
     try:
         admit_alerts(gateway)
         saturate(gateway)
         saturate(reserves)
+        if templated:
+            saturate(templated)
         print(
             f"storm: {args.rounds} rounds x {args.seconds:g} s, {args.connections} connections, "
             f"20 categories (4 with reserves, and 10% for critical events, in 'reserves'); "
@@ -303,6 +335,7 @@ def main() -> None:
         servers = {
             "gateway": (gateway.url, gateway.proc.pid),
             "reserves": (reserves.url, reserves.proc.pid),
+            **({"templates": (templated.url, templated.proc.pid)} if templated else {}),
             "baseline": (baseline_url, baseline.pid),
         }
         r = storm_rounds(servers, client, args)
@@ -324,6 +357,8 @@ def main() -> None:
     finally:
         gateway.stop()
         reserves.stop()
+        if templated:
+            templated.stop()
         baseline.terminate()
         baseline.wait(10)
         server.stop()

@@ -28,9 +28,10 @@ def test_storm_benchmark_runs_and_refuses_every_storm_event():
     assert out.returncode == 0, out.stderr
     assert re.search(r"^gateway .* ratio \d+\.\d\d", out.stdout, re.M), out.stdout
     assert re.search(r"^reserves .* ratio \d+\.\d\d", out.stdout, re.M), out.stdout
+    assert re.search(r"^templates .* ratio \d+\.\d\d", out.stdout, re.M), out.stdout  # a template per category
     for scenario in ("alerts-50", "alerts-5000", "links-50"):  # alert storms, beside the plain one
         assert re.search(rf"^gateway {scenario} .* ratio \d+\.\d\d", out.stdout, re.M), out.stdout
-    assert out.stdout.count("100.0% refused") == 2, out.stdout  # both gateways refused every storm event
+    assert out.stdout.count("100.0% refused") == 3, out.stdout  # the gateways refused every storm event
     dropped = re.search(r"stats\s+dropped=(\d+) \(gateway\)", out.stdout)
     assert dropped, out.stdout
     # Every refusal reached the shared counters, the alert storms' included: wrk's count plus
