@@ -162,7 +162,9 @@ def shaped_message(channel: str, own: list[Block], text: str, event: dict[str, A
     """
     kept = [section(RESOLVED)] if state.resolved else []
     kept += links_block(event.get("links") or [])
-    text = fit_text("\n".join(["Resolved: " + text if state.resolved else text, *state_lines(state)]))
+    lines = state_lines(state)
+    text = cut(text, MESSAGE_TEXT - len("Resolved: ") - sum(len(line) + 1 for line in lines))  # the lines stay
+    text = fit_text("\n".join(["Resolved: " + text if state.resolved else text, *lines]))
     return with_state(Message(channel, text), own, state, str(event["category"]), kept)
 
 

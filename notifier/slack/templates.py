@@ -29,7 +29,6 @@ from .messages import (
     FIELD_TEXT,
     FIELDS,
     LINK_TEXT,
-    MESSAGE_TEXT,
     SECTION_TEXT,
     Block,
     Message,
@@ -84,7 +83,7 @@ class Templates:
         problem = refusal(own) or ("its text renders empty" if not text.strip() else "")
         if problem:
             raise TemplateError(problem)
-        return own, cut(text, MESSAGE_TEXT)
+        return own, text  # cut by shaped_message, leaving room for the state's lines
 
     async def check(self, where: str) -> list[str]:
         """What :func:`check_templates` says; the render process is stopped afterwards."""

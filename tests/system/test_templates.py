@@ -195,6 +195,7 @@ def test_templates_trying_the_published_escapes_stop_start_up_naming_each(tmp_pa
 # or renders something harmless; none renders anything of the gateway.
 TRIED = {  # each after "{{ text }} ", so its message says which it is
     "getitem": "{{ text['__cla' ~ 'ss__'] }}",
+    "walk": "{{ cycler['__in' ~ 'it__']['__glo' ~ 'bals__']['os']['environ'] }}",  # computed: not refused when compiled
     "format-item": "{{ ('{0.__class__.__init__.__globals__}')['for' ~ 'mat'](link) }}",
     "map-attribute": "{{ text|map(attribute='__class__')|list }} {{ [cycler]|map(attribute='__init__')|list }}",
     "mro": "{{ dict.mro() }}",
@@ -226,7 +227,18 @@ def test_templates_trying_the_escapes_at_run_time_leak_nothing_and_lose_no_event
     assert "__globals__" not in raw.replace("{0.__class__.__init__.__globals__}", "")
     shapes = {re.search(r"tried ([\w-]+)", m.text).group(1): m for m in received}
     assert set(shapes) == set(TRIED), shapes.keys()
-    failed = ("getitem", "format-item", "mro", "undefined", "mutate", "huge-range", "loops", "memory", "recursion")
+    failed = (
+        "getitem",
+        "walk",
+        "format-item",
+        "mro",
+        "undefined",
+        "mutate",
+        "huge-range",
+        "loops",
+        "memory",
+        "recursion",
+    )
     for name in TRIED:  # failed: the built-in shape; else what the template made
         assert bool(HEAD.match(shapes[name].text)) == (name in failed), (name, shapes[name].text)
     assert errors == 1

@@ -138,6 +138,7 @@ def test_published_sandbox_escapes_do_not_compile(source):
 
 COMPILE_BUT_FAIL = [
     "{{ text['__cla' ~ 'ss__'] }}",  # computed: the sandbox refuses it when it runs
+    "{{ ('{0}')['for' ~ 'mat'](text) }}",  # no str.format at all, not even Jinja2's sandboxed one
     "{{ ('{0.__class__}')['for' ~ 'mat'](text) }}",
     "{{ ('{x.__class__}')['format_' ~ 'map'](fields) }}",
     "{{ lipsum(5) }}",
@@ -181,6 +182,28 @@ def test_what_a_template_renders_is_cut_to_slack_s_limits_never_inside_an_entity
     assert blocks[1]["text"]["text"] == "x" * 2998 + "…"  # not "...&am…"
     assert len(blocks[2]["fields"]) == 10 and blocks[2]["fields"][0]["text"] == "f" * 1999 + "…"
     assert len(blocks[3]["elements"]) == 10 and len(blocks[4]["elements"][0]["text"]["text"]) == 75
+
+
+def test_a_message_in_a_template_s_shape_fits_whatever_the_values():
+    blocks = [
+        {"type": "header", "text": {"type": "plain_text", "text": "{{ title }}"}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": "{{ text }} {{ fields.a }}"}},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": "{{ fields.a }}{{ fields.a }}"}] * 12},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": "{{ text }}"}] * 11},
+    ]
+
+    async def run():
+        templates = Templates({"t": TemplateConfig(text="{{ text * 20 }}", blocks=blocks)})
+        try:
+            event = entry("t", text="<" * 3000, title="&" * 150, fields={"a": "&" * 1000})
+            return await templates.message(event, "#db", MessageState(seen=2, last_us=1))
+        finally:
+            templates.close()
+
+    message = asyncio.run(run())
+    fits(message)
+    assert message.blocks[0]["text"]["text"] == "&amp;" * 29 + "…"  # the template's shape, cut
+    assert len(message.blocks[2]["fields"]) == 10 and "Seen 2 times" in message.text
 
 
 @pytest.mark.parametrize(
@@ -237,6 +260,26 @@ def test_the_gateway_s_parts_come_after_the_template_s_blocks_and_are_kept_when_
     added = message.blocks[len(own) :]
     assert [b["type"] for b in added] == ["context", "context", "actions"]
     assert [e["action_id"] for e in added[-1]["elements"]] == [ACK, MUTE]
+
+
+def test_a_block_whose_every_text_renders_empty_is_left_out():
+    optional = "{% if fields.runbook is defined %}<{{ fields.runbook }}|Runbook>{% endif %}"
+    blocks = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": "{{ text }}"}},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": optional}, {"type": "mrkdwn", "text": " "}]},
+        {"type": "divider"},
+    ]
+
+    async def run():
+        templates = Templates({"t": TemplateConfig(text="{{ text }}", blocks=blocks)})
+        try:
+            return await templates.message(entry("t"), "#db", MessageState())
+        finally:
+            templates.close()
+
+    message = asyncio.run(run())
+    fits(message)
+    assert [b["type"] for b in message.blocks] == ["section", "divider"]
 
 
 # ---------------------------------------------------------------- the render process
