@@ -203,19 +203,20 @@ def refusal(blocks: list[Any]) -> str:
 
 
 def _block_refusal(block: Any, ids: set[str]) -> str:
-    parsed = SdkBlock.parse(block) if isinstance(block, dict) else None
-    if parsed is None:  # reasons name no value of the event: they are logged once per template and reason
-        return (
-            f"not a block Slack knows (type {str(block.get('type'))[:50]!r})"
-            if isinstance(block, dict)
-            else "not a block"
-        )
+    # Reasons name no value of the event: they are logged once per template and reason.
+    if not isinstance(block, dict):
+        return "not a block"
     try:
+        parsed = SdkBlock.parse(block)
+        if parsed is None:
+            return f"not a block Slack knows (type {str(block.get('type'))[:50]!r})"
         parsed.validate_json()
+        if parsed.to_dict() != block:
+            return "Slack would not read it as written (an unknown key, or a value of the wrong type)"
     except SlackObjectFormationError as exc:
         return str(exc)
-    if parsed.to_dict() != block:
-        return "Slack would not read it as written (an unknown key, or a value of the wrong type)"
+    except Exception as exc:  # slack-sdk's models raise TypeError, KeyError... on a malformed block
+        return f"Slack would not read it ({type(exc).__name__}: a part missing or of the wrong type)"
     block_id = str(block.get("block_id", ""))
     if block_id.startswith(GATEWAY_IDS) or block_id in ids:
         return f"block_id {block_id!r} is the gateway's or given twice"
@@ -234,8 +235,8 @@ def _text_refusals(value: Any, within: str) -> Iterator[str]:
         return
     kind = value.get("type")
     if kind in ("plain_text", "mrkdwn"):
-        if not str(value.get("text", "")).strip():
-            yield "a text renders empty"
+        if not isinstance(value.get("text"), str) or not value["text"].strip():
+            yield "a text renders empty or not text"
         if kind == "mrkdwn" and within in _PLAIN_ONLY:
             yield f"a {within} takes plain_text, not mrkdwn"
     for key, inner in value.items():

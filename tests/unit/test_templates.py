@@ -220,6 +220,9 @@ def test_a_message_in_a_template_s_shape_fits_whatever_the_values():
         ({"type": "image", "image_url": "file:///etc/passwd", "alt_text": "a"}, "not an http(s) URL"),
         ({"type": "divider", "block_id": "notifier-state-0"}, "the gateway's"),
         ({"type": "context", "elements": []}, "would not read it"),
+        ({"type": "actions", "elements": 5}, "would not read it (TypeError"),  # slack-sdk raises: refused, not a crash
+        ({"type": "section", "text": {"fields": "x"}}, "would not read it (KeyError"),
+        ({"type": "section", "text": {"type": "mrkdwn", "text": {"a": 5}}}, "empty or not text"),
     ],
 )
 def test_a_block_slack_would_refuse_is_a_failure(block, why):
