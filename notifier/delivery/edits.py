@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from ..slack.templates import Templates
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
-from ..tasks import until_answered
+from ..tasks import backoff, until_answered
 from .pacing import Bucket, Pacer
 
 log = logging.getLogger(__name__)
@@ -129,7 +128,7 @@ class Record:
         if posted is None:
             return None
         if entry is not None:
-            return await templates.message(entry, posted.channel_id, self.state(choices), count=False)
+            return await templates.message(entry, posted.channel_id, self.state(choices))
         base = json.loads(self.fields.get("base", "[]"))
         category = self.fields.get("category", "")
         return edited_message(
@@ -211,7 +210,7 @@ class Editor:
             self._metrics.edits.labels("failed").inc()
             attempts = self._failures[key] = self._failures.get(key, 0) + 1
             log.warning("edit of %s failed (%s); trying again", key, exc)
-            await self._done(key, "retry", random.uniform(0, min(30_000, RETRY_MS * 2**attempts)))
+            await self._done(key, "retry", backoff(attempts, RETRY_MS, 30_000))
         except Permanent as exc:
             self._metrics.edits.labels("refused").inc()
             log.error("edit of %s refused by Slack: %s", key, exc)

@@ -50,7 +50,7 @@ from ..slack.templates import Templates
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
-from ..tasks import cancel_and_wait, every, until_answered
+from ..tasks import backoff, cancel_and_wait, every, until_answered
 from .digests import Digests
 from .edits import Editor, read_record
 from .group import READ_COUNT, ConsumerGroup, Escalate, Taken, take
@@ -73,11 +73,6 @@ class Sent(NamedTuple):
     shown: int
 
 
-def backoff(attempt: int, base: float = 0.5, cap: float = 30.0) -> float:
-    """Exponential backoff with full jitter."""
-    return random.uniform(0, min(cap, base * 2**attempt))
-
-
 class Delivery:
     """The delivery worker of one replica."""
 
@@ -93,8 +88,7 @@ class Delivery:
         templates: Templates,
     ) -> None:
         self._store, self._keys, self._settings = store, keys, settings
-        self._templates = templates
-        self._sink, self._metrics = sink, metrics
+        self._sink, self._metrics, self._templates = sink, metrics, templates
         # Block for half the socket timeout: a block as long as the timeout makes every idle
         # read end in a TimeoutError (and, on a cluster client, a slot-map refresh).
         block_ms = None if store.embedded else max(1, min(1000, settings.redis_timeout // 2))
@@ -235,7 +229,7 @@ class Delivery:
             if self._sink.paced:  # the console is not Slack: nothing to pace there
                 await self._pacer.wait_for_slot(bucket)
                 if shown:  # an alert's post shows its state as of now, not as of before the wait
-                    message, shown = await self._prepare(taken, count=False)
+                    message, shown = await self._prepare(taken)
             started = time.perf_counter()
             try:
                 posted = await self._sink.post(message)
@@ -253,6 +247,9 @@ class Delivery:
                 await asyncio.sleep(backoff(attempts))
                 continue
             except Permanent as exc:
+                if self._templates.refused(taken.entry, message, str(exc)):  # the built-in shape, then
+                    message, shown = await self._prepare(taken)
+                    continue
                 await self._settle(taken, str(exc))
                 return
             finally:
@@ -262,11 +259,8 @@ class Delivery:
                 self._metrics.replies.inc()
             return
 
-    async def _prepare(self, taken: Taken, count: bool = True) -> tuple[Message, int]:
-        """The message of an entry, and the version of its alert's record it shows (0: none).
-
-        ``count``: a template that fails is counted (not when the same post is prepared again).
-        """
+    async def _prepare(self, taken: Taken) -> tuple[Message, int]:
+        """The message of an entry, and the version of its alert's record it shows (0: none)."""
         entry = taken.entry
         if isinstance(entry, DigestEntry):
             return digest_message(entry), 0
@@ -284,8 +278,8 @@ class Delivery:
         )
         if record is None or record.fields.get("id") != entry.id:  # not an alert, or its record is gone
             state = MessageState(button=MUTE if self._choices else "", choices=self._choices)
-            return await self._templates.message(entry, entry.channel, state, count), 0
-        return await self._templates.message(entry, entry.channel, record.state(self._choices), count), record.version
+            return await self._templates.message(entry, entry.channel, state), 0
+        return await self._templates.message(entry, entry.channel, record.state(self._choices)), record.version
 
     async def _resolution(self, entry: EventEntry, event: dict[str, Any]) -> Message:
         """A resolution's reply, in the thread of its alert's message once that is posted.

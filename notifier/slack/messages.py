@@ -37,6 +37,7 @@ class Message:
     text: str
     blocks: list[Block] = field(default_factory=list)
     thread_ts: str | None = None  # a reply in the thread of this message
+    shape: str = ""  # the template that shaped it ("": the built-in shape)
 
 
 def escape(text: str) -> str:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from slack_sdk.errors import SlackObjectFormationError
@@ -24,7 +26,7 @@ from slack_sdk.models.blocks import Block as SdkBlock
 from ..config import TemplateConfig
 from ..errors import ConfigError, TemplateError
 from ..models import ANONYMOUS
-from ..outbox import EventEntry
+from ..outbox import Entry, EventEntry
 from .messages import (
     FIELD_TEXT,
     FIELDS,
@@ -43,6 +45,8 @@ from .sandbox import URL_KEYS, is_url
 HEADER_TEXT, MARKDOWN_TEXT, CONTEXT_ELEMENTS, ACTIONS_ELEMENTS = 150, 12_000, 10, 25  # Block Kit
 GATEWAY_IDS = "notifier-"  # block_ids of the gateway's own parts: a template may not use them
 MAX_TOLD = 256  # (template, reason) pairs logged; past them, failures are only counted
+MAX_REMEMBERED = 4096  # entries remembered as counted, or as refused by Slack in their template's shape
+BLOCK_ERRORS = ("invalid_blocks", "invalid_blocks_format")  # Slack refusing a message for its blocks
 _LIMITS = {"section": SECTION_TEXT, "header": HEADER_TEXT, "context": SECTION_TEXT}
 _PLAIN_ONLY = ("header", "button")  # what takes plain_text only
 
@@ -58,21 +62,33 @@ class Templates:
         self._renderer = Renderer({n: (t.text, t.blocks) for n, t in templates.items()}) if templates else None
         self._failed = failed or (lambda name: None)
         self._told: set[tuple[str, str]] = set()
+        self._counted = Recent(MAX_REMEMBERED)  # entries a failure was counted for (an edit renders one again)
+        self._plain = Recent(MAX_REMEMBERED)  # entries whose template's blocks Slack refused
 
-    async def message(self, entry: EventEntry, channel: str, state: MessageState, count: bool = True) -> Message:
-        """The message of ``entry`` in ``channel`` showing ``state``: its template's shape, else the built-in one.
-
-        ``count``: a failure is counted (a post); not for what renders an entry again (an edit).
-        """
+    async def message(self, entry: EventEntry, channel: str, state: MessageState) -> Message:
+        """The message of ``entry`` in ``channel`` showing ``state``: its template's shape, else the built-in one."""
         event = {**entry.event, "category": entry.category}
-        if entry.template:
+        if entry.template and entry.id not in self._plain:
             try:
                 own, text = await self.render(entry.template, context(entry))
             except TemplateError as exc:
-                self._fail(entry.template, str(exc), count)
+                self._fail(entry.template, str(exc), entry.id)
             else:
-                return shaped_message(channel, own, text, event, state)
+                return replace(shaped_message(channel, own, text, event, state), shape=entry.template)
         return event_message(channel, event, state)
+
+    def refused(self, entry: Entry, message: Message, error: str) -> bool:
+        """Whether Slack's ``error`` refused the blocks of ``message``, in its template's shape.
+
+        Then the entry takes the built-in shape from now on, on this replica (counted and logged
+        like any failure): checked as they are, a template's blocks may still hold something
+        only Slack refuses, and the event must not become a dead letter for it.
+        """
+        if not message.shape or error not in BLOCK_ERRORS or not isinstance(entry, EventEntry):
+            return False
+        self._plain.add(entry.id)
+        self._fail(message.shape, f"Slack refused its blocks ({error})", entry.id)
+        return True
 
     async def render(self, name: str, values: dict[str, Any]) -> tuple[list[Block], str]:
         """The blocks and text template ``name`` makes of ``values``, fitted; :class:`TemplateError` if none."""
@@ -110,13 +126,33 @@ class Templates:
         if self._renderer is not None:
             self._renderer.close()
 
-    def _fail(self, name: str, reason: str, count: bool) -> None:
-        if count:
+    def _fail(self, name: str, reason: str, entry_id: str) -> None:
+        if self._counted.add(entry_id):  # once per event
             self._failed(name)
         if (name, reason) in self._told or len(self._told) >= MAX_TOLD:
             return
         self._told.add((name, reason))
         log.warning("template %s failed for an event, which is posted in the built-in shape: %s", name, reason)
+
+
+class Recent:
+    """The last ``size`` keys added: a bounded memory of entries."""
+
+    def __init__(self, size: int) -> None:
+        self._keys: OrderedDict[str, None] = OrderedDict()
+        self._size = size
+
+    def add(self, key: str) -> bool:
+        """Remember ``key``; True if it was not remembered yet."""
+        new = key not in self._keys
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        while len(self._keys) > self._size:
+            self._keys.popitem(last=False)
+        return new
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
 
 
 def _place(name: str, place: str) -> str:

@@ -274,6 +274,24 @@ def test_a_template_failing_for_some_events_leaves_them_in_the_built_in_shape_co
     assert "has no attribute 'service'" in output
 
 
+def test_a_message_slack_refuses_for_its_blocks_is_posted_in_the_built_in_shape_not_dead_lettered(
+    redis_url, slack, tmp_path
+):
+    path = config(tmp_path, {"payments": PAYMENTS}, [{"match": {}, "channel": "#alerts", "template": "payments"}])
+    gateway = start(redis_url, slack, path, tmp_path)
+    try:
+        slack.script(("error", "invalid_blocks"))  # what the checks let by, Slack may still refuse
+        assert gateway.post({"category": "pay", "text": "refused once", "fields": {"service": "x"}})[0] == 202
+        [message] = delivered(slack, 1)
+        dead = gateway.get("/v1/dead")[1]
+        errors = metric(gateway, 'notifier_template_errors_total{template="payments"}')
+    finally:
+        gateway.stop()
+    assert HEAD.match(message.text) and "refused once" in message.text and len(slack.calls) == 2
+    assert dead["count"] == 0 and errors == 1
+    assert "built-in shape: Slack refused its blocks (invalid_blocks)" in gateway.output()
+
+
 # ---------------------------------------------------------------- an alert's life in a template's shape
 
 

@@ -46,9 +46,9 @@ def fits(message) -> None:
         pytest.fail(f"Slack would refuse it: {exc.error} {exc.problems}")
 
 
-def entry(template: str | None, **event) -> EventEntry:
+def entry(template: str | None, id: str = "1-0", **event) -> EventEntry:
     body = {"text": "disk full", "severity": "error", "fields": {}, "status": "firing", **event}
-    return EventEntry("1-0", "db", "#db", body, 0.0, template=template, source="ci")
+    return EventEntry(id, "db", "#db", body, 0.0, template=template, source="ci")
 
 
 # ---------------------------------------------------------------- values escaped where they are put
@@ -296,9 +296,9 @@ def test_a_template_failing_for_one_event_leaves_it_in_the_built_in_shape_counte
         templates = Templates({"team": TemplateConfig(text="{{ text }}", blocks=blocks)}, failed.append)
         try:
             good = await templates.message(entry("team", fields={"service": "pay"}), "#db", MessageState())
-            bad = [await templates.message(entry("team"), "#db", MessageState()) for _ in range(3)]
-            again = await templates.message(entry("team"), "#db", MessageState(), count=False)  # an edit
-            gone = await templates.message(entry("removed"), "#db", MessageState())
+            bad = [await templates.message(entry("team", f"{i}-0"), "#db", MessageState()) for i in (2, 3, 4)]
+            again = await templates.message(entry("team", "2-0"), "#db", MessageState())  # an edit: not counted
+            gone = await templates.message(entry("removed", "5-0"), "#db", MessageState())
             return good, bad, again, gone
         finally:
             templates.close()
@@ -311,6 +311,27 @@ def test_a_template_failing_for_one_event_leaves_it_in_the_built_in_shape_counte
     assert failed == ["team", "team", "team", "removed"]
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2 and "has no attribute 'service'" in lines[0] and "no template 'removed'" in lines[1]
+
+
+def test_an_event_whose_template_s_blocks_slack_refused_takes_the_built_in_shape_from_then_on():
+    failed: list[str] = []
+
+    async def run():
+        templates = Templates({"t": TemplateConfig(text="T {{ text }}")}, failed.append)
+        try:
+            shaped = await templates.message(entry("t"), "#db", MessageState())
+            other = templates.refused(entry("t"), shaped, "channel_not_found")  # not about its blocks
+            refused = templates.refused(entry("t"), shaped, "invalid_blocks")
+            then = await templates.message(entry("t"), "#db", MessageState(seen=2))
+            built_in = event_message("#db", {**entry(None).event, "category": "db"}, MessageState())
+            return shaped, other, refused, then, templates.refused(entry("t"), built_in, "invalid_blocks")
+        finally:
+            templates.close()
+
+    shaped, other, refused, then, again = asyncio.run(run())
+    assert (shaped.shape, shaped.text) == ("t", "T disk full") and not other and refused and not again
+    assert then.shape == "" and then.text.startswith(":x: [error] db: disk full\nSeen 2 times")
+    assert failed == ["t"]
 
 
 def test_a_render_that_takes_too_long_is_stopped_and_its_template_left_aside(monkeypatch):
