@@ -98,7 +98,7 @@ class Renderer:
         """``work`` in the pool's thread; past ``seconds`` (or failing) the process is killed, ``name`` left aside."""
         try:
             return await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(self._pool, work), seconds)
-        except (asyncio.TimeoutError, TemplateError, OSError) as exc:
+        except (asyncio.TimeoutError, TemplateError, OSError, ValueError) as exc:  # ValueError: not JSON
             self.close(pool=False)
             why = f"taking longer than {seconds:g}s" if isinstance(exc, asyncio.TimeoutError) else str(exc)
             self._resting[name], self._why[name] = time.monotonic() + REST_SECONDS, why
@@ -153,9 +153,10 @@ def _pipes(process: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
 
 
 def _answer(line: bytes) -> tuple[str, list[Any]]:
-    if not line:
-        raise TemplateError("the render process stopped (out of memory?)")
-    answer = orjson.loads(line)
+    try:
+        answer = orjson.loads(line) if line else {"failed": "the render process stopped (out of memory?)"}
+    except orjson.JSONDecodeError:
+        answer = {"failed": "the render process answered what is not JSON"}
     if "failed" in answer:
         raise TemplateError(str(answer["failed"]))
     return str(answer["text"]), list(answer["blocks"])
