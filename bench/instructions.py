@@ -41,8 +41,9 @@ SLOWDOWN = 30  # about valgrind's slowdown of this Python code
 # `notifier serve` with the limiter's flush interval stretched by the same factor, so that
 # under valgrind it writes refusals to Redis as often per request as it does without.
 SERVE_SLOWED = (
-    "import sys, notifier.admission.limiter as limiter, notifier.admission.known as known, notifier.cli as cli; "
-    f"limiter.FLUSH_DELAY *= {SLOWDOWN}; limiter.OPEN_TRUST *= {SLOWDOWN}; "
+    "import sys, notifier.admission.limiter as limiter, notifier.admission.known as known, notifier.cli as cli, "
+    "notifier.admission.local as local; "
+    f"limiter.FLUSH_DELAY *= {SLOWDOWN}; local.OPEN_TRUST *= {SLOWDOWN}; "
     f"limiter.REFRESH *= {SLOWDOWN}; known.FRESH *= {SLOWDOWN}; sys.exit(cli.main(['serve']))"
 )
 PLAIN = [
@@ -53,6 +54,7 @@ PLAIN = [
     )
 ]
 BODIES = PLAIN
+PATH = b"/v1/events"
 
 
 def scenario_bodies(scenario: str) -> list[bytes]:
@@ -60,6 +62,8 @@ def scenario_bodies(scenario: str) -> list[bytes]:
     script_args = storm.SCENARIOS[scenario]
     if not script_args:
         return PLAIN
+    if script_args == ["webhook"]:
+        return [json.dumps(storm.slack_body(j), separators=(",", ":")).encode() for j in range(20)]
     keys, links = int(script_args[0]), script_args[1:] == ["links"]
     return [json.dumps(storm.alert_body(j, links), separators=(",", ":")).encode() for j in range(keys)]
 
@@ -73,8 +77,8 @@ async def send(port: int, requests: int, connections: int = 8) -> None:
         for i in range(n):
             body = BODIES[(start + i) % len(BODIES)]
             writer.write(
-                b"POST /v1/events HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                b"POST %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (PATH, len(body), body)
             )
             length = 0
             while (line := await reader.readline()) != b"\r\n":
@@ -139,8 +143,9 @@ def main() -> None:
     parser.add_argument("--reserves", action="store_true", help="the gateway with reserves (as storm.py's)")
     parser.add_argument("--scenario", choices=list(storm.SCENARIOS), default="plain", help="storm.py's bodies")
     args = parser.parse_args()
-    global BODIES
+    global BODIES, PATH
     BODIES = scenario_bodies(args.scenario)
+    PATH = storm.WEBHOOK.encode() if args.scenario == "webhook" else PATH
     requests = args.requests
     if not shutil.which("valgrind"):
         sys.exit("valgrind not found: apt-get install -y valgrind")

@@ -7,13 +7,20 @@
 Starts its own redis-server on a free port, one gateway (real Redis, 20 categories,
 limits saturated first so nearly every event is refused) and ``bench/baseline.py``,
 then loads them in turn with wrk (``apt-get install -y wrk``) and prints medians.
-Scenarios, each measured beside the baseline with the same bodies: ``plain`` (no
-dedup_key), and alert storms where every event has a dedup_key: ``alerts-50`` (50
-keys, all admitted before the storm: every event a duplicate), ``alerts-5000``
-(5,000 keys: the same 50 admitted ones, the rest refused while the levels are full)
-and ``links-50`` (50 other admitted keys, each event with two links); ``templates``: the
-plain storm on a gateway whose configuration file gives every category a route and a
-message template of its own (rendered at delivery, so admission should not notice).
+Three gateways: ``gateway`` (the two levels of the environment), ``reserves`` (the same
+with reserves for 4 categories and 10% for critical events) and ``tree`` (the four levels
+of ``bench/tree.yaml``: global, 5 channels, 4 teams, 20 categories, reserves at two
+levels). Scenarios, each measured beside the baseline with the same bodies: ``plain`` (no
+dedup_key; on every gateway), and alert storms where every event has a dedup_key:
+``alerts-50`` (50 keys, all admitted before the storm: every event a duplicate),
+``alerts-5000`` (5,000 keys: the same 50 admitted ones, the rest refused while the
+levels are full) and ``links-50`` (50 other admitted keys, each event with two links) on
+``gateway``; ``alerts-critical`` (5,000 keys, one in ten critical) on ``reserves`` and
+``tree``; ``webhook`` (Alertmanager's ``slack_configs`` payloads, about 1.5 KB with an
+attachment, on the incoming-webhook door of ``gateway``, beside a bare app that parses
+them and answers ``ok``); ``templates``: the plain storm on a fourth gateway whose
+configuration file gives every category a route and a message template of its own
+(rendered at delivery, so admission should not notice).
 Also measures, in the same run: admit.lua with a batch of 1 vs a plain PING from
 redis-py, Redis CPU per decision (INFO commandstats) and memory per tracked event.
 Servers are pinned to core 0, wrk and Redis to the last core (when taskset exists),
@@ -39,11 +46,23 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests" / "support")]
 
 import redis  # noqa: E402
+import yaml  # noqa: E402
 from helpers import Gateway, RedisServer, free_port, http, wait_for  # noqa: E402
 
 CATEGORIES = [f"storm-{c}" for c in range(20)]
-# Scenario -> the wrk script's arguments (see storm.lua): distinct dedup_keys, links.
-SCENARIOS = {"plain": [], "alerts-50": ["50"], "alerts-5000": ["5000"], "links-50": ["50", "links"]}
+# Scenario -> the wrk script's arguments (see storm.lua): distinct dedup_keys, links or critical.
+SCENARIOS = {
+    "plain": [],
+    "alerts-50": ["50"],
+    "alerts-5000": ["5000"],
+    "links-50": ["50", "links"],
+    "alerts-critical": ["5000", "critical"],
+    "webhook": ["webhook"],
+}
+WEBHOOK = "/services/T0000/B0000/bench-secret"  # the incoming-webhook door (no tokens: any secret)
+# Scenario -> the gateways it is measured on (each beside the baseline).
+MEASURED_ON = {"plain": ("gateway", "reserves", "tree", "templates"), "alerts-critical": ("reserves", "tree")}
+TREE = HERE / "tree.yaml"
 
 
 def pin(core: int) -> list[str]:
@@ -87,13 +106,13 @@ def _answers(url: str) -> bool:
         return False
 
 
-def alert_body(j: int, links: bool = False) -> dict:
+def alert_body(j: int, links: bool = False, critical: bool = False) -> dict:
     """The alert body storm.lua sends for key ``j``."""
     body = {
         "category": CATEGORIES[j % 20],
         "text": f"disk full on host-{j}",
-        "severity": "error",
-        "fields": {"host": f"h{j}"},
+        "severity": "critical" if critical and j // 20 % 10 == 0 else "error",
+        "fields": {"host": f"h{j}", "team": f"t{j % 20 % 4}"},
         "dedup_key": f"{'linked' if links else 'disk'}-{j}",
     }
     if links:
@@ -102,6 +121,40 @@ def alert_body(j: int, links: bool = False) -> dict:
             {"text": "Dashboard", "url": f"https://grafana.example.com/d/hosts?var-host=h{j}"},
         ]
     return body
+
+
+def slack_body(j: int) -> dict:
+    """The Alertmanager ``slack_configs`` payload storm.lua's ``webhook`` scenario sends for ``j``."""
+    lines = "".join(
+        f"*Alert:* DiskFull - critical\n*Description:* Disk /var on host-{j}-{k} is 95% full, writes will fail "
+        f"within the hour\n*Details:*\n \u2022 *alertname:* `DiskFull`\n \u2022 *instance:* `host-{j}-{k}:9100`\n"
+        " \u2022 *job:* `node`\n \u2022 *severity:* `critical`\n"
+        for k in (1, 2, 3)
+    )
+    attachment = {
+        "title": "[FIRING:3] DiskFull (node prod critical)",
+        "title_link": f"http://alertmanager.example:9093/#/alerts?receiver=slack-{j}",
+        "pretext": "",
+        "text": lines,
+        "fallback": "[FIRING:3] DiskFull (node prod critical) | http://alertmanager.example:9093/#/alerts?receiver=slack",
+        "callback_id": "",
+        "footer": "",
+        "color": "danger",
+        "mrkdwn_in": ["fallback", "pretext", "text"],
+        "actions": [{"type": "button", "text": "Runbook :green_book:", "url": "https://runbooks.example.com/DiskFull"}],
+        "fields": [
+            {"title": "cluster", "value": f"prod-{j}", "short": True},
+            {"title": "severity", "value": "critical", "short": True},
+            {"title": "team", "value": "storage", "short": True},
+        ],
+    }
+    return {
+        "channel": "#alerts",
+        "username": "Alertmanager",
+        "icon_emoji": ":fire:",
+        "link_names": False,
+        "attachments": [attachment],
+    }
 
 
 def admit_alerts(gateway: Gateway) -> None:
@@ -141,9 +194,18 @@ def templates_config() -> str:
 
 
 def saturate(gateway: Gateway) -> None:
-    """Post until every category is refused, so the storm meets full levels (reserves included)."""
+    """Post until every category is refused, so the storm meets full levels (reserves included);
+    the webhook door's messages (category ``anonymous``) too."""
+    for _ in range(50):
+        headers = http("POST", gateway.url + WEBHOOK, {"text": "prefill"})[2]
+        if headers.get("X-Notifier-Outcome") == "dropped":
+            break
     for _ in range(500):
-        refused = [gateway.post({"category": c, "text": "prefill", "severity": "error"})[0] == 429 for c in CATEGORIES]
+        refused = [
+            gateway.post({"category": c, "text": "prefill", "severity": "error", "fields": {"team": f"t{i % 4}"}})[0]
+            == 429
+            for i, c in enumerate(CATEGORIES)
+        ]
         if all(refused):
             return
     raise AssertionError("the levels never filled")
@@ -182,8 +244,11 @@ def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args)
 
     Results are keyed by run: the server's name for the plain storm, ``name scenario`` else.
     """
-    runs = [(name, "plain") for name in servers] + [
-        (name, scenario) for scenario in list(SCENARIOS)[1:] for name in ("gateway", "baseline")
+    runs = [
+        (name, scenario)
+        for scenario in SCENARIOS
+        for name in (*MEASURED_ON.get(scenario, ("gateway",)), "baseline")
+        if name in servers
     ]
     runs = [run for run in runs if run[1] in args.scenarios]
     label = {run: run[0] if run[1] == "plain" else f"{run[0]} {run[1]}" for run in runs}
@@ -213,21 +278,33 @@ def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args)
     return dict(rates=rates, cpu_us=cpu_us, redis=redis_cost)
 
 
-async def script_vs_ping(url: str, prefix: str, limit: str, n: int, prefill: int = 1, **extra: str) -> dict:
+async def script_vs_ping(
+    url: str, prefix: str, limit: str, n: int, prefill: int = 1, tree: bool = False, **extra: str
+) -> dict:
     """Latency of admit.lua with a batch of 1 (as built by the Limiter) vs PING, sequentially.
 
-    The first ``limit``'s worth of events fill the levels before the timing starts.
+    The first ``limit``'s worth of events fill the levels before the timing starts. ``tree``:
+    the four levels of ``bench/tree.yaml``, every rule ``limit``.
     """
     from builders import build_limiter
 
     from notifier.admission.batch import Pending
+    from notifier.config import EMPTY, parse_config
     from notifier.models import Event
     from notifier.settings import load_settings
 
-    settings = load_settings(
-        redis_url=url, key_prefix=prefix, global_limit=limit, category_limit=limit, digest_interval=0, **extra
-    )
-    limiter, store = build_limiter(settings)
+    config = EMPTY
+    if tree:
+        raw = yaml.safe_load(TREE.read_text())
+        for level in raw["levels"]:
+            level["rules"] = limit
+        config = parse_config(raw)
+        settings = load_settings(redis_url=url, key_prefix=prefix, digest_interval=0, **extra)
+    else:
+        settings = load_settings(
+            redis_url=url, key_prefix=prefix, global_limit=limit, category_limit=limit, digest_interval=0, **extra
+        )
+    limiter, store = build_limiter(settings, config=config)
     client = store.redis
     sync = redis.Redis.from_url(url)
     result = {}
@@ -315,6 +392,10 @@ def main() -> None:
     reserves = Gateway(
         {**limits, **RESERVES, "NOTIFIER_KEY_PREFIX": "reserves"}, wrapper=pin(0), command=command
     ).start()
+    own = {k: v for k, v in limits.items() if k not in ("NOTIFIER_GLOBAL_LIMIT", "NOTIFIER_CATEGORY_LIMIT")}
+    tree = Gateway(
+        {**own, "NOTIFIER_CONFIG": str(TREE), "NOTIFIER_KEY_PREFIX": "tree"}, wrapper=pin(0), command=command
+    ).start()
     templated = None
     if "templates" in args.scenarios:
         config = {**limits, "NOTIFIER_KEY_PREFIX": "templates", "NOTIFIER_CONFIG": templates_config()}
@@ -322,19 +403,18 @@ def main() -> None:
     baseline, baseline_url = start_baseline()
     try:
         admit_alerts(gateway)
-        saturate(gateway)
-        saturate(reserves)
-        if templated:
-            saturate(templated)
+        for each in (gateway, reserves, tree, *([templated] if templated else [])):
+            saturate(each)
         print(
             f"storm: {args.rounds} rounds x {args.seconds:g} s, {args.connections} connections, "
-            f"20 categories (4 with reserves, and 10% for critical events, in 'reserves'); "
-            f"load: {os.getloadavg()[0]:.2f}",
+            f"20 categories (4 with reserves, and 10% for critical events, in 'reserves'; "
+            f"the four levels of bench/tree.yaml in 'tree'); load: {os.getloadavg()[0]:.2f}",
             flush=True,
         )
         servers = {
             "gateway": (gateway.url, gateway.proc.pid),
             "reserves": (reserves.url, reserves.proc.pid),
+            "tree": (tree.url, tree.proc.pid),
             **({"templates": (templated.url, templated.proc.pid)} if templated else {}),
             "baseline": (baseline_url, baseline.pid),
         }
@@ -353,10 +433,12 @@ def main() -> None:
             )
         )
         admitting = asyncio.run(script_vs_ping(server.url, "benchopen", "1000000/1h", 5000))
+        admitting["tree"] = asyncio.run(script_vs_ping(server.url, "benchtree", "1000000/1h", 5000, tree=True))
         mem, tracked = memory_per_event(client, "benchopen")
     finally:
         gateway.stop()
         reserves.stop()
+        tree.stop()
         if templated:
             templated.stop()
         baseline.terminate()
@@ -396,6 +478,12 @@ def report(
         f"({refusing['usec_per_call']:.1f} us in Redis), refusing with reserves {refusing_reserves['admit']:.0f} us "
         f"({refusing_reserves['usec_per_call']:.1f} us in Redis), admitting {admitting['admit']:.0f} us "
         f"({admitting['usec_per_call']:.1f} us in Redis)"
+    )
+    tree = admitting["tree"]
+    print(
+        f"levels    admitting through the four levels of bench/tree.yaml: {tree['admit']:.0f} us "
+        f"({tree['usec_per_call']:.1f} us in Redis, against {admitting['usec_per_call']:.1f} for two levels: "
+        f"{(tree['usec_per_call'] - admitting['usec_per_call']) / 2:.1f} us per level more)"
     )
     print(f"memory    {mem:.0f} bytes per tracked event in the logs ({tracked} events)")
 

@@ -39,6 +39,11 @@
 -- and ts, the message's identity in Slack; ack.lua ack_by, ack_src, ack_at; timers.lua
 -- esc (the next escalation step, from 0) and escn (steps posted).
 --
+-- A front-door message with a gateway ts (mode 3) has a record of its ts instead of an
+-- alert's (the event's record key): id, entry, ver (1) and shown (0) when admitted; id and
+-- held (the pair id) when a window held it; r (the refusing level's name) when refused.
+-- Replies and updates naming the ts read it; settle.lua adds cid and ts, update.lua m.
+--
 -- Reopen: a firing event whose alert was resolved within the window is decided by
 -- the limits like a new event. Admitted, it answers 'reopened' (with the first
 -- event's id), is counted in accepted, queues its entry as a 'Firing again' reply
@@ -60,11 +65,12 @@
 -- then D, the number of groups of repeats a replica answered 'duplicate' itself, and
 --   per group: the alert's first event id, count, time of the last one (us)
 -- then per event: id, category, channel, mode (0 = no dedup_key, 1 = firing, 2 =
---   resolved), hold: the window of its channel in force or next (name, '' = none; start
+--   resolved, 3 = a front-door message with a gateway ts), hold: the window of its channel in force or next (name, '' = none; start
 --   us; end us; the pair id of (channel, window, start), Keys.held_pair), held when
 --   start <= now < end by this clock (an admitted event then goes to the held store, not
 --   the outbox), outbox entry (notifier/outbox.py JSON), for mode 2 its entry as a reply,
---   its alert window (us: how long its record lives), then per level: its bucket (1..B)
+--   its alert window (us: how long its record lives; for mode 3, the gateway ts record's), then per
+--   level: its bucket (1..B)
 --   and its class there (0 = none, else 1..K of that bucket)
 --
 -- Returns {'expired'} or {'stale', version} when nothing was done; else one entry
@@ -177,6 +183,12 @@ local function count_admission(e)
   count_outcome('accepted', e.category, e.values, 1)
 end
 
+-- What became of a front-door message, under its gateway ts (mode 3), for as long as e.window.
+local function note_sent(e, fields)
+  redis.call('HSET', e.rec, unpack(fields))
+  redis.call('PEXPIRE', e.rec, math.ceil(e.window / 1000))
+end
+
 -- An admitted event of a held channel: counted in the held store instead of posted.
 local function hold(e, h)
   opened_store(h)
@@ -186,9 +198,10 @@ local function hold(e, h)
     field = '(other)'
   end
   redis.call('HINCRBY', h.cats, field, 1)
-  if e.mode == 0 then  -- only counted, the latest few quoted: the store stays bounded
+  if e.mode == 0 or e.mode == 3 then  -- only counted, the latest few quoted: the store stays bounded
     redis.call('LPUSH', h.latest, e.entry)
     redis.call('LTRIM', h.latest, 0, LATEST - 1)
+    if e.mode == 3 then note_sent(e, {'id', e.id, 'held', h.pid}) end
     return
   end
   record_admitted(e.rec, e, '', e.window)
@@ -198,11 +211,17 @@ local function hold(e, h)
   redis.call('SADD', h.alerts, e.rec)
 end
 
+local function queue(e)
+  local stream_id = redis.call('XADD', OUTBOX, '*', 'e', e.entry)
+  if e.mode == 3 then note_sent(e, {'id', e.id, 'entry', stream_id, 'ver', 1, 'shown', 0}) end
+  return stream_id
+end
+
 local function admit(e)
   count_admission(e)
   if e.held then return hold(e, e.held) end
-  local stream_id = redis.call('XADD', OUTBOX, '*', 'e', e.entry)
-  if e.mode > 0 then record_admitted(e.rec, e, stream_id, e.window) end
+  local stream_id = queue(e)
+  if e.mode == 1 or e.mode == 2 then record_admitted(e.rec, e, stream_id, e.window) end
 end
 
 -- A resolved alert fires again: one message for its whole life, a reply in its thread.
@@ -285,7 +304,7 @@ end
 -- For each level, how long it refuses the event; admitted when none does, else refused
 -- by the level that stays full longest (the upper one on a tie).
 local function decide(e)
-  local answer = e.mode > 0 and known_alert(e)
+  local answer = (e.mode == 1 or e.mode == 2) and known_alert(e)
   if answer then return answer end
   local result, refusing, longest = {'', e.id, 0, 0}, 0, 0
   for l = 1, N do
@@ -302,7 +321,7 @@ local function decide(e)
   else
     count_drop(e.category, e.values, refusing, e.sup_key, e.channel, 1, e.held)
     result[1], result[3] = shadow and 'shadow' or 'dropped', refusing
-    if shadow then redis.call('XADD', OUTBOX, '*', 'e', e.entry) end
+    if shadow then queue(e) elseif e.mode == 3 then note_sent(e, {'r', levels[refusing]}) end
   end
   return result
 end

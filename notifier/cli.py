@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", metavar="FILE", help="the configuration file (default: NOTIFIER_CONFIG)")
     serve.set_defaults(run=_serve)
     check = commands.add_parser("check-config", help="check a configuration file without starting anything")
-    check.add_argument("file")
+    check.add_argument("file", help="the configuration file (YAML)")
     check.set_defaults(run=_check_config)
     route = commands.add_parser("route", help="print where an event goes, and its value and rules at every level")
     route.add_argument("--config", metavar="FILE", help="the configuration file (default: NOTIFIER_CONFIG)")
@@ -66,32 +66,34 @@ def _parser() -> argparse.ArgumentParser:
     render.set_defaults(run=_render)
     status = commands.add_parser("status", help="show limits and totals of a running gateway")
     status.set_defaults(run=lambda args, settings: terminal.show(_url(args, settings), _token(args, settings)))
-    mute = commands.add_parser("mute", help="mute a category for the whole fleet for a while")
-    mute.add_argument("category")
+    mute = commands.add_parser("mute", help="mute a category (or LEVEL/VALUE) for the whole fleet for a while")
+    mute.add_argument("category", metavar="CATEGORY|LEVEL/VALUE", help="a category, or a value of a level: channel/#db")
     mute.add_argument("duration", help="how long, e.g. 30m or 1h")
     mute.set_defaults(
         run=lambda args, settings: terminal.mute(
             _url(args, settings), _token(args, settings), args.category, args.duration
         )
     )
-    unmute = commands.add_parser("unmute", help="lift the mute (any override) of a category")
-    unmute.add_argument("category")
+    unmute = commands.add_parser("unmute", help="lift the mute (any override) of a category (or LEVEL/VALUE)")
+    unmute.add_argument(
+        "category", metavar="CATEGORY|LEVEL/VALUE", help="a category, or a value of a level: channel/#db"
+    )
     unmute.set_defaults(
         run=lambda args, settings: terminal.unmute(_url(args, settings), _token(args, settings), args.category)
     )
     ack = commands.add_parser("ack", help="acknowledge an open alert (stops its escalation)")
-    ack.add_argument("dedup_key")
+    ack.add_argument("dedup_key", help="the alert's dedup_key")
     ack.add_argument("--by", default=None, help="who acknowledges (default: the token's author)")
     ack.set_defaults(
         run=lambda args, settings: terminal.ack(_url(args, settings), _token(args, settings), args.dedup_key, args.by)
     )
     unack = commands.add_parser("unack", help="lift the acknowledgement of an open alert")
-    unack.add_argument("dedup_key")
+    unack.add_argument("dedup_key", help="the alert's dedup_key")
     unack.set_defaults(
         run=lambda args, settings: terminal.unack(_url(args, settings), _token(args, settings), args.dedup_key)
     )
     window = commands.add_parser("maintenance", help="open or end a maintenance window for the whole fleet")
-    window.add_argument("name")
+    window.add_argument("name", help="the window's name (its URL: /v1/windows/NAME)")
     window.add_argument("--for", dest="for_", metavar="DURATION", help="how long from its start, e.g. 2h")
     window.add_argument("--until", metavar="WHEN", help="its end instead: unix seconds or ISO 8601")
     window.add_argument("--start", metavar="WHEN", help="unix seconds or ISO 8601 (default: now)")

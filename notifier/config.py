@@ -36,9 +36,7 @@ RESERVED_SOURCES = ("anonymous", "global")  # no token may be named so: they mea
 TREE_SETTINGS = ("global_limit", "category_limit", "category_limits", "category_reserves", "critical_reserve")
 ROUTE_SETTINGS = ("category_channels",)
 # Parts of the schema whose feature is not there yet: refused, never accepted and ignored.
-NOT_YET: dict[str, str] = {
-    "tokens": "tokens with scopes are not supported yet: use NOTIFIER_API_TOKENS",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def valid_key(key: str) -> bool:
@@ -62,6 +60,8 @@ def _share(value: object) -> Fraction:
 
 
 def _value_limits(value: object) -> object:
+    if value is None:  # `{a: 1/1s,2/1m}` in YAML's flow style is two keys, the second with no value
+        raise ValueError('no rules; in a {...} mapping, quote rules that hold a comma: "10/1s,100/30m"')
     return {"rules": value} if isinstance(value, (str, int)) else value
 
 
@@ -75,59 +75,91 @@ Shares = dict[str, Share]
 
 
 class _Part(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    # The docstring under a field is its description: the docs' reference of the file is generated from them.
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True, use_attribute_docstrings=True)
 
 
 class ValueLimits(_Part):
     """The rules of one value of a level, and its own reserves (None: the level's apply)."""
 
     rules: RulesText
+    """The value's rules, instead of the level's: `COUNT/DURATION`, several separated by commas."""
     reserves: Shares | None = None
+    """The value's own reserves, instead of the level's: class -> share."""
 
 
 class LevelConfig(_Part):
     """One level of the limit tree: ``key`` names what an event is counted under (none at the root)."""
 
     name: str = Field(pattern=LEVEL_NAME)
+    """The level's name (1-32 of `a-z 0-9 _`, starting with a letter), as refusals, stats and overrides name it."""
     key: str | None = None
+    """What an event is counted under at this level: `category`, `channel` (after routing), `source`, `severity`,
+    `status` or `field:NAME` (the event's `fields.NAME`, `-` when it has none). None at the root, required below."""
     rules: RulesText
+    """The rules of each value of the key (at the root: of all events): `COUNT/DURATION`, several separated by
+    commas, each of which must hold."""
     values: dict[str, Annotated[ValueLimits, BeforeValidator(_value_limits)]] = {}
+    """Values with rules of their own: value -> rules (or `{rules, reserves}`). Quote rules holding a comma."""
     reserves: Shares = {}
+    """Fair shares of each rule: class -> share (`N%`). A class is `critical` (events of severity critical) or
+    `LEVEL=VALUE` of a level below; together at most 100%."""
 
 
 class RouteConfig(_Part):
     """Where the events it matches go (the first route that matches decides)."""
 
     match: dict[str, Annotated[str, BeforeValidator(_text)]] = {}
+    """Key -> regular expression, anchored at both ends; every one must match. Keys: `category`, `source`,
+    `severity`, `status`, `channel`, `field:NAME`. Empty: every event."""
     channel: str = Field(min_length=1, max_length=200)
+    """The channel the matching events go to."""
     template: str | None = None
+    """The template (a name in `templates`) that shapes the matching events' messages; none: `default` if there
+    is one, else the built-in shape."""
     category: str | None = Field(None, pattern=CATEGORY_PATTERN)
+    """The category of front-door messages it matches (they come without one); else the token's name."""
 
 
 class TokenConfig(_Part):
     """A bearer token by its SHA-256, and what it may do."""
 
     sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
+    """The SHA-256 of the token, 64 hex digits (`notifier token new` prints it): the file never holds a token."""
     scopes: tuple[Literal["send", "read", "ack", "admin"], ...] = Field(min_length=1)
+    """What it may do: `send` events and front-door messages, `read` event content, `ack` alerts, `admin`."""
     channels: tuple[str, ...] = ("*",)
+    """Where its messages may go: globs, `*` any run of characters, e.g. `["#payments-*"]`."""
     mentions: bool = False
+    """Front doors: broadcast mentions (`<!here>` ...) in its messages stay mentions, else they show as text."""
     refusal: Annotated[Literal["ok", "429"], BeforeValidator(_text)] = "ok"
+    """Front doors: a refused message is answered as a success (`ok`), or with Slack's own `429`."""
 
 
 class TemplateConfig(_Part):
     """A message shape: ``text`` (required) and Block Kit ``blocks``; every string is a Jinja2 template."""
 
     text: str = Field(min_length=1)
+    """The message's text: the notification and what screen readers say. A Jinja2 template that sees the event:
+    `category`, `text`, `title`, `severity`, `status`, `fields`, `dedup_key`, `links`, `source`, `channel`, `id`."""
     blocks: list[dict[str, Any]] | None = None
+    """Block Kit blocks, every string in them a Jinja2 template like `text`; values are escaped for Slack where
+    they are put, `link(url, text)` makes a link of values. None: the text alone."""
 
 
 class Config(_Part):
     """The whole file; every part is optional and the smallest file is empty."""
 
     levels: list[LevelConfig] | None = Field(None, min_length=1)
+    """The limit tree, from the root down; every event passes every level. Without it: `global` and `category`
+    from the environment settings."""
     routes: list[RouteConfig] = []
+    """Where events go: the first route that matches decides the channel; none: NOTIFIER_SLACK_CHANNEL."""
     tokens: dict[str, TokenConfig] = {}
+    """Token name -> its hash and what it may do; the name is the source of what it sends."""
     templates: dict[str, TemplateConfig] = {}
+    """Template name -> a message shape, picked by a route's `template`; one named `default` shapes every event no
+    route gives a template. Checked at start-up: one that does not compile stops it."""
 
 
 EMPTY = Config.model_validate({})

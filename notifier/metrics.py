@@ -190,6 +190,11 @@ class Metrics:
             "Answers 503 not replicated (NOTIFIER_REDIS_MIN_REPLICAS not reached)",
             registry=r,
         )
+        self.outcome_unknown = Counter(
+            "notifier_outcome_unknown",
+            "Answers 503 outcome unknown: the admission was sent, its reply did not come in time (one per event)",
+            registry=r,
+        )
         self.replication_wait = Histogram(
             "notifier_replication_wait_seconds",
             "A write and its WAIT for NOTIFIER_REDIS_MIN_REPLICAS replicas, one pipeline",

@@ -42,6 +42,10 @@ class EventEntry:
     reopened: bool = False  # a resolved alert firing again: its ``Firing again`` reply
     source: str = ""  # the name of the token that sent it ("anonymous" with no tokens)
     template: str | None = None  # the template its route chose (rendered at delivery), or None: the built-in shape
+    # A front-door client's message, posted as sent (JSON ``msg``): its text, blocks, attachments and
+    # presentation fields as the client gave them (``thread_ts`` maybe a gateway ts), and under ``ts``
+    # the gateway ts the client knows it by, if any (its record is then ``record``).
+    message: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,8 @@ def encode_event(entry: EventEntry) -> bytes:
         body["src"] = entry.source
     if entry.template:
         body["tpl"] = entry.template
+    if entry.message is not None:
+        body["msg"] = entry.message
     return orjson.dumps(body)
 
 
@@ -178,6 +184,7 @@ def decode(fields: Mapping[Any, Any]) -> Entry:
         kind == REOPEN,
         str(body.get("src", "")),
         body.get("tpl"),
+        body.get("msg"),
     )
 
 

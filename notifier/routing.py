@@ -75,8 +75,12 @@ class Router:
 
     def path(self, event: Event, source: str, channel: str | None = None) -> Path:
         """The path of ``event`` sent by ``source`` (naming ``channel`` itself, at a front door)."""
-        fields = event.fields
-        kind = (event.category, source, event.severity, event.status, channel, *map(fields.get, self._fields))
+        fields = self._fields
+        kind: tuple[object, ...] = (event.category, source, event.severity, event.status, channel)
+        if len(fields) == 1:  # the usual tree reads one field: no loop (a comprehension is a call)
+            kind += (event.fields.get(fields[0]),)
+        elif fields:
+            kind += tuple(map(event.fields.get, fields))
         path = self._paths.get(kind)
         if path is None:
             if len(self._paths) >= MAX_PATHS:

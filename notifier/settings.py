@@ -105,49 +105,120 @@ EscalationSetting = Annotated[dict[str, tuple[Step, ...]], NoDecode, BeforeValid
 
 
 class Settings(BaseSettings):
-    """The gateway's settings; ``settings.example.env`` explains each one."""
+    """The gateway's settings; the docstring under each is its description, from which ``settings.example.env``
+    and the settings reference of the docs are generated (``docs/ref_settings.py``)."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, arbitrary_types_allowed=True)
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, arbitrary_types_allowed=True, use_attribute_docstrings=True
+    )
 
     host: str = "127.0.0.1"
+    """The address to listen on."""
     port: int = Field(8080, ge=0, le=65535)
+    """The port to listen on."""
     redis_url: str | None = None
+    """The shared store: a `redis://`, `rediss://` or `unix://` URL used by every replica. Unset: an embedded store in
+    the process (one replica only). E.g. `redis://127.0.0.1:6379/0`."""
     redis_cluster: bool = False
+    """Treat NOTIFIER_REDIS_URL as a seed node of a Redis Cluster."""
     redis_timeout: DurationMs = Field(1000, gt=0)
+    """How long a request may wait for the store; past it (plus at most 0.5 s) it answers 503."""
     redis_sentinels: CommaList | None = None
+    """Comma list of `host:port` of Redis Sentinels: the store is then the primary they name, followed through failovers
+    (NOTIFIER_REDIS_URL, if set, gives only the password and the database). E.g.
+    `10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379`."""
     redis_sentinel_master: str = Field("notifier", min_length=1)
+    """The name the Sentinels monitor the primary under."""
     redis_min_replicas: int = Field(0, ge=0)
+    """A 202 only once this many Redis replicas hold the event (`WAIT` after each write), else `503 not replicated`;
+    delivery posts only what they hold. 0: no waiting (it must be 0 with the embedded store)."""
     global_limit: RulesSetting = parse_rules("100/30m")
+    """Rules for all events together: `COUNT/DURATION` (unit ms, s, m, h or d; a bare number is seconds), several
+    separated by commas, each of which must hold. Windows slide; a count of 0 mutes."""
     category_limit: RulesSetting = parse_rules("10/30m")
+    """Rules for each category on its own."""
     category_limits: Annotated[dict[str, RulesSetting], NoDecode, BeforeValidator(_json_object)] = {}
+    """Per-category rules overriding NOTIFIER_CATEGORY_LIMIT, as a JSON object. E.g. `{"error": "20/30m", "debug":
+    "0/1h"}`."""
     categories: CommaList | None = None
+    """Comma list of the allowed categories (others are refused with 422); unset: any valid name (1-64 of `A-Z a-z 0-9 _
+    . : -`). E.g. `error,deploy,billing`."""
     max_categories: int = Field(1000, ge=1)
+    """With NOTIFIER_CATEGORIES unset: how many categories /v1/stats, the metrics and digests name one by one; the rest
+    are summed under `(other)` (totals stay exact)."""
     category_reserves: Annotated[dict[str, Fraction], NoDecode, BeforeValidator(_shares)] = {}
+    """Fair shares: the part of the global level guaranteed to a category, as a JSON object of shares `N%` or `N.N%`.
+    Under every global rule COUNT/DURATION a class with N% owns floor(N * COUNT / 100) slots no other class can take;
+    with NOTIFIER_CRITICAL_RESERVE at most 100% in all. E.g. `{"payments": "10%", "security": "5%"}`."""
     critical_reserve: Share = Fraction(0)
+    """The part of the global level guaranteed to events of severity critical."""
     slack_bot_token: str | None = None
+    """A Slack bot token: messages go through chat.postMessage, and alerts are edited and threaded. Without it and
+    without a webhook URL, messages are printed to the console (stdout). E.g. `xoxb-...`."""
     slack_webhook_url: str | None = None
+    """Without a bot token: messages go through this incoming webhook (no edits, no threads). E.g.
+    `https://hooks.slack.com/services/...`."""
     slack_api_url: str = "https://slack.com/api/"
+    """The base URL of the Slack Web API (for a proxy, or a test)."""
     slack_channel: str | None = None
+    """The default channel for chat.postMessage, where no route and no category channel names one. E.g. `#alerts`."""
     slack_signing_secret: str | None = None
+    """The Slack app's signing secret. With it (and a bot token), messages carry controls (mute, acknowledge) and POST
+    /v1/slack/actions takes Slack's signed clicks."""
     category_channels: Annotated[dict[str, str], NoDecode, BeforeValidator(_json_object)] = {}
+    """Per-category channels, as a JSON object: category -> channel. E.g. `{"db": "#team-db"}`."""
     channel_rate: RulesSetting = parse_rules("1/1s")
+    """The delivery pace per Slack channel, shared by all replicas: one rule, with a count of 1 or more."""
     update_rate: RulesSetting = parse_rules("40/1m")
+    """The budget for edits of posted messages (chat.update), shared by all replicas: Slack limits edits per workspace,
+    not per channel."""
     mute_choices: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_mute_choices)] = ("1h", "4h", "24h")
+    """The durations a message's mute control offers: 1 to 5, comma-separated. One choice is a button (`Mute db for
+    1h`); several are a menu (`Mute db for...`, then `Mute for 4h`)."""
     escalation: EscalationSetting = {}
+    """A JSON object, severity -> list of steps `DURATION MENTION`. When DURATION has passed since an alert's message
+    was posted (or since it reopened) and it is still firing, not acknowledged and not muted, one replica posts `Not
+    acknowledged after DURATION: MENTION` in its thread. Mentions: `<@U...>`, `<!subteam^S...>`, `<!here>`,
+    `<!channel>`. E.g. `{"critical": ["5m <!subteam^S0ONCALL>", "20m <@U0LEAD>"]}`."""
     quiet_hours: Annotated[dict[str, tuple[QuietWindow, ...]], NoDecode, BeforeValidator(_quiet_hours)] = {}
+    """A JSON object, channel (or `*` for every channel) -> windows `[DAYS ]HH:MM-HH:MM TIMEZONE` separated by `;`. DAYS
+    (mon-fri, sat,sun, ...) are the days a window starts on (every day when omitted); an end at or before the start is
+    on the next day; TIMEZONE is an IANA name (daylight saving time is honoured). Admitted events of a channel in quiet
+    hours are held, and handed over when the window ends. E.g. `{"#team-db": "mon-fri 19:00-08:00 Europe/Berlin"}`."""
     hold_bypass: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_severities)] = ("critical",)
+    """Comma list of severities that no quiet or maintenance window holds (posted at once)."""
     api_tokens: CommaList | None = None
+    """Comma list of bearer tokens. When set, every change (POST, PUT, DELETE) and every read of event content
+    (/v1/dead, /v1/alerts) needs `Authorization: Bearer <token>`; counts (/v1/stats, /v1/limits, /metrics, /healthz,
+    /readyz) stay open for monitoring."""
     key_prefix: str = Field("notifier", pattern=r"^[A-Za-z0-9_.:\-]{1,64}$")
+    """The prefix of every Redis key (keys look like `PREFIX:{PREFIX}:...`; the braces keep one deployment in one Redis
+    Cluster slot)."""
     digest_interval: DurationMs = 300_000
+    """How often a digest of suppressed notifications may be posted per channel; 0 turns digests off."""
     alertmanager_category_label: str = "alertname"
+    """The Alertmanager label that becomes the category on /v1/alertmanager."""
     replica_id: str | None = None
+    """This replica's name in the delivery consumer group; unset: `hostname:port`. A replica restarted with the same
+    name resumes its own pending deliveries."""
     delivery_max_attempts: int = Field(8, ge=1)
+    """Failed sends (5xx, timeouts) before an event moves to the dead letters."""
     claim_idle: DurationMs = Field(60_000, gt=0)
+    """How long an outbox entry may sit unacknowledged before another replica takes it over."""
     shadow: bool = False
+    """Shadow mode: decide and count as usual, but deliver everything (to tune limits safely)."""
     on_store_error: Literal["fail_closed", "fail_open"] = "fail_closed"
+    """When the store is unreachable: `fail_closed` answers 503; `fail_open` admits through a limiter local to each
+    process, its counts divided by NOTIFIER_REPLICAS."""
     replicas: int = Field(1, ge=1)
+    """How many replicas share the limits, for the local limiter of `fail_open`."""
     log_level: str = "INFO"
-    config: str | None = None  # the configuration file (notifier.config); `serve --config FILE` sets it too
+    """DEBUG, INFO, WARNING, ERROR or CRITICAL."""
+    config: str | None = None
+    """The configuration file (YAML): the limit tree (`levels`) and `routes`. With `levels` in it,
+    NOTIFIER_GLOBAL_LIMIT, NOTIFIER_CATEGORY_LIMIT, NOTIFIER_CATEGORY_LIMITS, NOTIFIER_CATEGORY_RESERVES and
+    NOTIFIER_CRITICAL_RESERVE must stay unset; with `routes`, NOTIFIER_CATEGORY_CHANNELS must. `notifier serve --config
+    FILE` is the same. E.g. `notifier.yaml`."""
 
     @field_validator("category_limits", "category_channels", "category_reserves")
     @classmethod

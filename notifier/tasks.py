@@ -27,11 +27,6 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def backoff(attempt: int, base: float = 0.5, cap: float = 30.0) -> float:
-    """Exponential backoff with full jitter: a wait before try ``attempt + 1``, in the unit of ``base``."""
-    return random.uniform(0, min(cap, base * 2**attempt))
-
-
 async def until_answered(doing: str, call: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
     """``await call(...)`` until the store answers: what Slack already took must be recorded."""
     while True:

@@ -1,8 +1,8 @@
 """The terminal side of the ``notifier`` command: ``status``, ``mute`` and ``unmute``.
 
 They talk to a running gateway over HTTP (``GET /v1/limits`` and ``/v1/stats``,
-``PUT`` and ``DELETE /v1/limits/{category}``), so they act on the fleet's shared
-state whichever replica they ask.
+``PUT`` and ``DELETE /v1/limits/{level}/{value}`` or ``/v1/limits/{category}``),
+so they act on the fleet's shared state whichever replica they ask.
 """
 
 from __future__ import annotations
@@ -101,23 +101,34 @@ def override_lines(overrides: dict[str, Any], now: float) -> list[str]:
     return lines
 
 
+def tree_lines(limits: dict[str, Any]) -> list[str]:
+    """Every level of the tree, root first: its rules, then per value below the root."""
+    levels = limits.get("levels") or [
+        {"name": "global", "key": None, "rules": limits.get("global", [])},
+        {"name": "category", "key": "category", "values": limits.get("categories", {})},
+    ]
+    root = levels[0]
+    lines = [line for rule in root.get("rules") or [] for line in (rule_line(root["name"], rule), *share_lines(rule))]
+    for level in levels[1:]:
+        values = level.get("values") or {}
+        lines.append(f" {level['name']} (per {level['key']}): {len(values)} value{'' if len(values) == 1 else 's'}")
+        for value, rules in sorted(values.items()):
+            lines += [line for rule in rules for line in (rule_line(value, rule), *share_lines(rule))]
+    return lines
+
+
 def render(limits: dict[str, Any], stats: dict[str, Any], now: float | None = None) -> str:
     """The whole screen as text."""
-    lines = ["Limits (used/limit)"]
-    for rule in limits.get("global", []):
-        lines += [rule_line("global", rule), *share_lines(rule)]
-    for category, rules in sorted(limits.get("categories", {}).items()):
-        lines += [rule_line(category, r) for r in rules]
+    lines = ["Limits (used/limit)", *tree_lines(limits)]
     overrides = limits.get("overrides") or {}
     if overrides:
         lines += ["", "Overrides", *override_lines(overrides, time.time() if now is None else now)]
-    by_limit = stats.get("dropped_by_limit", {})
+    by_limit = ", ".join(f"{level} {n}" for level, n in stats.get("dropped_by_limit", {}).items())
     lines += [
         "",
         "Totals",
         f"  accepted       {stats.get('accepted', 0)}",
-        f"  dropped        {stats.get('dropped', 0)} (global {by_limit.get('global', 0)}, "
-        f"category {by_limit.get('category', 0)})",
+        f"  dropped        {stats.get('dropped', 0)} ({by_limit})",
         f"  duplicates     {stats.get('duplicates', 0)}",
         f"  dead-lettered  {stats.get('dead_lettered', 0)}",
     ]
@@ -137,14 +148,15 @@ def show(url: str, token: str | None) -> int:
     return 0
 
 
-def mute(url: str, token: str | None, category: str, duration: str) -> int:
-    """``notifier mute``: override ``category`` to ``0/DURATION`` for DURATION, fleet-wide."""
-    return _change(url, "PUT", category, token, {"rules": f"0/{duration}", "for": duration})
+def mute(url: str, token: str | None, target: str, duration: str) -> int:
+    """``notifier mute``: override ``target`` (``LEVEL/VALUE`` or a category) to ``0/DURATION`` for DURATION,
+    fleet-wide."""
+    return _change(url, "PUT", target, token, {"rules": f"0/{duration}", "for": duration})
 
 
-def unmute(url: str, token: str | None, category: str) -> int:
-    """``notifier unmute``: remove the override of ``category``."""
-    return _change(url, "DELETE", category, token, None)
+def unmute(url: str, token: str | None, target: str) -> int:
+    """``notifier unmute``: remove the override of ``target`` (``LEVEL/VALUE`` or a category)."""
+    return _change(url, "DELETE", target, token, None)
 
 
 def ack(url: str, token: str | None, dedup_key: str, by: str | None) -> int:
@@ -199,11 +211,14 @@ def _utc(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
 
 
-def _change(url: str, method: str, category: str, token: str | None, body: dict[str, Any] | None) -> int:
-    target = f"{url.rstrip('/')}/v1/limits/{urllib.parse.quote(category, safe='')}"
+def _change(url: str, method: str, target: str, token: str | None, body: dict[str, Any] | None) -> int:
+    """``target``: ``LEVEL/VALUE``, or a category (or the root) alone."""
+    path = "/".join(urllib.parse.quote(part, safe="") for part in target.split("/", 1))
+    target = f"{url.rstrip('/')}/v1/limits/{path}"
     answer = _call(url, method, target, token, body)
     if answer is None:
         return 1
     until = answer.get("until")
-    print(f"{answer['level']}: {answer['rules']} {'until removed' if until is None else 'until ' + _utc(until)}")
+    name = f"{answer['level']} {answer['value']}" if answer.get("value") else answer["level"]
+    print(f"{name}: {answer['rules']} {'until removed' if until is None else 'until ' + _utc(until)}")
     return 0

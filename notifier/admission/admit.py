@@ -8,10 +8,12 @@ refuses by itself.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import StoreUnavailable
 from ..metrics import CATEGORIES, Decisions, Labels
-from ..models import Decision, Event
+from ..models import Decision, Event, Outcome
 from ..policy import Policy
 from ..routing import Path
 from .fallback import Fallback
@@ -26,10 +28,10 @@ class Admission:
         policy = limiter.policy  # overrides change rules, never the tree: these names hold
         root_classes = tuple(reserve.name for reserve in policy.root.reserves)
         decisions.tree_of(tuple(level.name for level in policy.tree), root_classes, _reserved(policy))
-
-    def route(self, event: Event, source: str, channel: str | None = None) -> Path:
-        """Where ``event`` from ``source`` goes (naming ``channel`` itself at a front door)."""
-        return self.limiter.policy.router.path(event, source, channel)
+        # Where an event from a source goes (naming a channel itself at a front door): the router's
+        # own method, which every snapshot shares (overrides change rules, never routes). Bound here,
+        # it is one call on the storm path, not three.
+        self.route: Callable[..., Path] = policy.router.path
 
     async def decide(self, event: Event, source: str = "anonymous", channel: str | None = None) -> Decision:
         """Route one event, run it through the limiter and count the outcome."""
@@ -48,17 +50,31 @@ class Admission:
             self._decisions.count(path, decision.outcome, decision.level, time.perf_counter() - started)
         return decision
 
-    async def decide_in_store(self, event: Event, path: Path, source: str = "anonymous") -> Decision:
-        """The store's decision of ``event`` (or the fallback's, with ``fail_open``), counted."""
+    async def decide_in_store(
+        self, event: Event, path: Path, source: str = "anonymous", message: dict[str, Any] | None = None
+    ) -> Decision:
+        """The store's decision of ``event`` (or the fallback's, with ``fail_open``), counted.
+
+        ``message``: a front-door client's message, posted as sent when admitted (``EventEntry.message``).
+        """
         started = time.perf_counter()
         try:
-            decision = await self.limiter.decide_in_store(event, path, source)
+            decision = await self.limiter.decide_in_store(event, path, source, message)
         except StoreUnavailable:
             if self.fallback is None:
                 raise
-            decision = self.fallback.admit(event, path, source, self.limiter.policy)
+            decision = self.fallback.admit(event, path, source, self.limiter.policy, message)
         self._decisions.count(path, decision.outcome, decision.level, time.perf_counter() - started)
         return decision
+
+    def refuse(self, path: Path, level_name: str) -> Decision:
+        """Refuse an event going ``path`` as the level ``level_name`` did another one (a reply to, or
+        an update of, a refused front-door message): counted as dropped there, digested; no I/O."""
+        names = [level.name for level in self.limiter.policy.tree]
+        level = names.index(level_name) if level_name in names else 0  # a level gone since: the root's
+        self.limiter.count_refusal(path, level)
+        self._decisions.count(path, Outcome.DROPPED, names[level], 0.0)
+        return Decision(Outcome.DROPPED, "", names[level], "", 0.0, path.values[level] if level else None)
 
 
 def _reserved(policy: Policy) -> Labels:

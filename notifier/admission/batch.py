@@ -24,6 +24,8 @@ from ..store.keys import Keys
 MAX_REMEMBERED = 10_000  # level values held in per-value caches: values come from clients
 NO_HOLD: list[Any] = ["", 0, 0, ""]  # the hold arguments of an event no window holds
 MODES = {"firing": 1, "resolved": 2}  # the dedup mode of an event with a dedup_key, by its status (0: none)
+SENT = 3  # the mode of a front-door message with a gateway ts: its record is the ts's
+SENT_LIFE_US = 24 * 3600 * 1_000_000  # how long a gateway ts is known: replies and updates within it find the message
 
 
 def rule_args(rules: Rules) -> list[int]:
@@ -112,6 +114,7 @@ class Pending:
     deadline: float  # time.monotonic() after which its request answers 503
     path: Path
     source: str = "anonymous"
+    message: dict[str, Any] | None = None  # a front-door client's message, posted as sent (EventEntry.message)
 
 
 class Protocol:
@@ -219,9 +222,13 @@ class Protocol:
         self, item: Pending, refs: list[int], received: float, now_us: int, keys: list[str], args: list[Any]
     ) -> None:
         event, path = item.event, item.path
-        mode = MODES[event.status] if event.dedup_key else 0
-        # Without a dedup_key the script never reads the record: any key of the slot will do.
-        record = self._keys.record(event.category, event.dedup_key) if event.dedup_key else self._keys.outbox
+        gateway_ts = item.message.get("ts") if item.message else None
+        mode = MODES[event.status] if event.dedup_key else SENT if gateway_ts else 0
+        # Without a dedup_key or a gateway ts the script never reads the record: any key of the slot will do.
+        if event.dedup_key:
+            record = self._keys.record(event.category, event.dedup_key)
+        else:
+            record = self._keys.sent(gateway_ts) if gateway_ts else self._keys.outbox
         keys += [record, self._keys.suppressed(path.channel)]
         entry = EventEntry(
             item.id,
@@ -232,6 +239,7 @@ class Protocol:
             record if mode else "",
             source=item.source,
             template=path.template,
+            message=item.message,
         )
         args += [
             item.id,
@@ -243,7 +251,7 @@ class Protocol:
         ]
         if mode == 2:
             args.append(encode_event(replace(entry, reply=True)))
-        args += [self.alert_window_us(path), *refs]
+        args += [SENT_LIFE_US if mode == SENT else self.alert_window_us(path), *refs]
 
 
 def read_reply(reply: list[Any]) -> Reply | Refused:

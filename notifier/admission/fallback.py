@@ -9,7 +9,11 @@ An event admitted this way cannot be queued in the outbox, which lives in the
 store. It is held in a bounded in-memory queue and, as soon as the store
 answers again, appended to the outbox, written into the sliding logs of its
 value at every level at the time it was admitted (so the fleet's windows count
-it) and counted in ``/v1/stats``, then delivered as usual. A refusal is handed to the
+it) and counted in ``/v1/stats``, then delivered as usual; a hand-over whose
+reply was lost is sent again and then does nothing (``restore.lua`` marks the
+event). Only a store that certainly did not decide is replaced here: an event
+the store may have admitted (its reply lost) answers ``OutcomeUnknown``, never a
+local decision, which would count it twice. A refusal is handed to the
 limiter's pending refusal counts, which reach ``/v1/stats`` and the digests
 with its next call. Honest limits: held events are lost if this process dies
 before the store returns; dedup keys are not checked; when the queue is full
@@ -25,7 +29,7 @@ import math
 import time
 import uuid
 from collections import deque
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from prometheus_client import Counter
 
@@ -49,6 +53,7 @@ log = logging.getLogger(__name__)
 MAX_HELD = 10_000  # admitted events kept in memory while the store is down
 MAX_WINDOWS = 10_000  # level values with a local window: values come from clients
 DRAIN_INTERVAL = 0.5  # seconds between attempts to hand held events to the store
+HANDED_OVER_MS = 86_400_000  # how long the store remembers a handed-over event, so a retry does nothing
 
 
 class LocalRule(NamedTuple):
@@ -188,8 +193,13 @@ class Fallback:
         """Admitted events not yet handed to the store."""
         return len(self._held)
 
-    def admit(self, event: Event, path: Path, source: str, policy: Policy) -> Decision:
-        """Decide ``event`` (going ``path``) locally; raises :class:`StoreUnavailable` when the queue is full."""
+    def admit(
+        self, event: Event, path: Path, source: str, policy: Policy, message: dict[str, Any] | None = None
+    ) -> Decision:
+        """Decide ``event`` (going ``path``) locally; raises :class:`StoreUnavailable` when the queue is full.
+
+        ``message``: a front-door client's message (posted as sent; its gateway ts is not recorded here).
+        """
         if len(self._held) >= MAX_HELD:
             raise StoreUnavailable("store unreachable and the fail_open queue is full")
         now = time.monotonic()
@@ -212,6 +222,7 @@ class Fallback:
             time.time(),
             source=source,
             template=path.template,
+            message=message,
         )
         self._held.append(Held(entry, int(time.time() * 1e6), path))
         self.decisions.labels(self._label(event.category), "accepted").inc()
@@ -266,6 +277,8 @@ class Fallback:
             if reserves:  # every admitted event is in the log of its class, or of no class
                 names.append(keys.class_log(tree_level.name, value, reserves[cls - 1].class_id if cls else "none"))
             args += [tree_level.name, value, policy.longest_ms(level, value), int(bool(reserves))]
+        names.append(keys.restored(entry.id))  # a hand-over whose reply was lost is sent again: once only
+        args.append(HANDED_OVER_MS)
         await self._store.run(self._scripts.restore, names, args)
 
     async def close(self) -> None:

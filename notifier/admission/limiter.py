@@ -22,10 +22,14 @@ locally decided answer wrote nothing, so it never claims anything of the store
 Bounded time: each event has a deadline (``NOTIFIER_REDIS_TIMEOUT`` after it
 arrived). A call carries the earliest deadline of its batch, in the store's
 clock, and the script does nothing past it; the limiter waits for the reply a
-margin longer, then answers 503. So a 503 means nothing happened, except when
-the reply itself was lost after the script ran (``dedup_key`` makes retrying
-such an event safe). At most ``MAX_WAITING`` events wait for the store; past
-that, and while the store's circuit is open, events are refused with 503 at once.
+margin longer, then gives up. A reply that does not come after the call was
+sent (late on a busy host, lost in a failover: ``ReplyLost``) leaves the events
+in doubt: each raises :class:`OutcomeUnknown` with its id (a retry with its
+``dedup_key`` is answered ``duplicate`` or admitted once), never
+:class:`StoreUnavailable`, which means nothing happened: the call was not sent,
+the store refused it, or the script returned past its deadline. At most
+``MAX_WAITING`` events wait for the store; past that, and while the store's
+circuit is open, events are refused with 503 at once.
 
 Replication: with ``NOTIFIER_REDIS_MIN_REPLICAS=N`` the script call is followed, on
 the same connection, by ``WAIT N <time left>`` (``Store.run_replicated``). Every
@@ -47,8 +51,9 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from ..errors import NotReplicated, StoreUnavailable
+from ..errors import InDoubt, NotReplicated, OutcomeUnknown, ReplyLost, StoreUnavailable
 from ..models import Decision, Event, Outcome
 from ..policy import Policy
 from ..routing import Path
@@ -130,12 +135,18 @@ class Limiter:
         self._known.clear()
 
     async def admit(self, event: Event, source: str = "anonymous", channel: str | None = None) -> Decision:
-        """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down."""
+        """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down and
+        :class:`InDoubt` (``NotReplicated``, ``OutcomeUnknown``) when it may have admitted it."""
         path = self.policy.route(event, source, channel)
         return self.decide_locally(event, path) or await self.decide_in_store(event, path, source)
 
-    async def decide_in_store(self, event: Event, path: Path, source: str = "anonymous") -> Decision:
-        """Send ``event`` (going ``path``) with the next batch to the script and wait for its answer."""
+    async def decide_in_store(
+        self, event: Event, path: Path, source: str = "anonymous", message: dict[str, Any] | None = None
+    ) -> Decision:
+        """Send ``event`` (going ``path``) with the next batch to the script and wait for its answer.
+
+        ``message``: a front-door client's message, queued to be posted as sent (``EventEntry.message``).
+        """
         if len(self._queue) >= MAX_WAITING:
             raise StoreUnavailable(f"{MAX_WAITING} events already wait for the store")
         if not self._store.answering:
@@ -143,7 +154,7 @@ class Limiter:
         event_id = uuid.uuid4().hex
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         self._futures[event_id] = future
-        self._queue.append(Pending(event, event_id, time.monotonic() + self._budget, path, source))
+        self._queue.append(Pending(event, event_id, time.monotonic() + self._budget, path, source, message))
         self._schedule(0)
         try:
             return await future
@@ -238,9 +249,9 @@ class Limiter:
         except StoreUnavailable as exc:
             self._known.give_back(repeats)
             self._fail(batch, refused, exc)
-        except BaseException as exc:  # never leave a request waiting forever
+        except BaseException as exc:  # never leave a request waiting forever; the script may have run
             self._known.give_back(repeats)
-            self._fail(batch, refused, StoreUnavailable(repr(exc)))
+            self._fail(batch, refused, ReplyLost(repr(exc)))
             raise
         else:
             if isinstance(asked, Refused):
@@ -329,14 +340,16 @@ class Limiter:
             self._refused[key] = self._refused.get(key, 0) + count
 
     def _fail(self, batch: list[Pending], refused: dict[RefusalKey, int], exc: StoreUnavailable) -> None:
+        """Answer the batch: ``StoreUnavailable`` when the script did not run, else ``OutcomeUnknown`` each."""
         # The store may have restarted empty: what we knew about full levels and alerts is void.
         self._levels.clear()
         self._known.clear()
         self._give_back(refused)
+        doubt = isinstance(exc, ReplyLost)
         for item in batch:
-            self._answer(item, exc)
+            self._answer(item, OutcomeUnknown(item.id) if doubt else exc)
 
-    def _answer(self, item: Pending, answer: Decision | StoreUnavailable | NotReplicated) -> None:
+    def _answer(self, item: Pending, answer: Decision | StoreUnavailable | InDoubt) -> None:
         self._stale.pop(item.id, None)
         future = self._futures.get(item.id)
         if future is None or future.done():

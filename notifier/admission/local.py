@@ -60,13 +60,13 @@ class FullLevels:
         ``keyed``: the event's alert key is known refused; it is refused only while no event of
         that key could be admitted (see the module's docstring).
         """
-        blocked, best, unknown = self.blocked, None, None
+        blocked, room, best, unknown = self.blocked, self.open, None, None
         for cell in path.cells:
             block = blocked.get(cell)
             if block is not None and block[0] > now:
                 if best is None or block[0] > best[0]:  # strictly: the upper level wins a tie
                     best = block
-            elif self.open.get(cell, 0.0) <= now:
+            elif room.get(cell, 0.0) <= now:
                 unknown = [cell] if unknown is None else [*unknown, cell]
         if best is None or (unknown is not None and not self._outlasts(best, unknown, now)):
             return None

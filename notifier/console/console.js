@@ -23,10 +23,18 @@ const $ = (id) => document.getElementById(id);
 
 // --- reading: every panel from its route ---
 
-const known = { limits: [], stats: [] }; // category names each answer names, for the forms' lists
+// Category names each answer names, and the tree's level values, for the forms' lists.
+const known = { limits: [], stats: [], levels: [] };
 
 function showKnown() {
-  panels.showKnownCategories([...new Set([...known.limits, ...known.stats])].sort());
+  panels.showKnownCategories([...new Set([...known.limits, ...known.stats])].sort(), known.levels);
+}
+
+/** The path of an override: `level=value` is `/v1/limits/level/value`; a name alone, the root or a category. */
+function overridePath(name) {
+  const at = name.indexOf("=");
+  if (at < 1) return `/v1/limits/${segment(name)}`;
+  return `/v1/limits/${segment(name.slice(0, at))}/${segment(name.slice(at + 1))}`;
 }
 
 const READS = [
@@ -36,6 +44,7 @@ const READS = [
       panels.showLimits(answer);
       panels.showOverrides(answer.overrides, lift);
       known.limits = Object.keys(answer.categories || {});
+      known.levels = panels.treeOf(answer).map((item) => item.name);
       showKnown();
     },
   },
@@ -221,7 +230,7 @@ function override(event) {
   if (form.for.value.trim()) body.for = form.for.value.trim();
   act(
     form.querySelector(".note"),
-    () => call("PUT", `/v1/limits/${segment(form.level.value.trim())}`, body),
+    () => call("PUT", overridePath(form.level.value.trim()), body),
     (answer) => `${answer.level} now ${answer.rules} ${until(answer)}.`,
   );
 }
@@ -230,7 +239,7 @@ function lift(o) {
   const muted = panels.isMute(o);
   act(
     $("overrides-note"),
-    () => call("DELETE", `/v1/limits/${segment(o.level)}`),
+    () => call("DELETE", overridePath(o.level)),
     (answer) => (muted ? `Unmuted ${answer.level}: ${answer.rules} again.` : `Restored ${answer.level} to ${answer.rules}.`),
   );
 }

@@ -8,22 +8,40 @@ const $ = (id) => document.getElementById(id);
 let lastId = 0;
 const uid = (prefix) => `${prefix}-${++lastId}`;
 
-// --- limits: per level and rule, like `notifier status` ---
+// --- limits: per level of the tree, value and rule, like `notifier status` ---
 
-let currentOverrides = {}; // level -> override in force, for the tag beside each level
+let currentOverrides = {}; // override name (see overrideName) -> override in force, for the tag beside each value
 
-/** Show `GET /v1/limits`: one item per level, one row per rule (and the shared and reserved parts). */
-export function showLimits(limits) {
-  const levels = [{ name: "global", rules: limits.global || [] }];
-  for (const name of Object.keys(limits.categories || {}).sort()) {
-    levels.push({ name, rules: limits.categories[name] });
+/** How `GET /v1/limits` names an override: the root's name, a category's name, or `level=value`. */
+export function overrideName(level, value, root) {
+  if (level === root) return level;
+  return level === "category" ? value : `${level}=${value}`;
+}
+
+/** The tree of a `GET /v1/limits` answer: the root, then each value of each level below it. */
+export function treeOf(limits) {
+  const levels = limits.levels || [{ name: "global", key: null, rules: limits.global || [] }];
+  const root = levels[0].name;
+  const items = [{ id: root, name: root, label: root, rules: levels[0].rules || [] }];
+  for (const level of levels.slice(1)) {
+    for (const value of Object.keys(level.values || {}).sort()) {
+      const name = overrideName(level.name, value, root);
+      // A category shows by its name alone, as before the tree; any other value with its level.
+      const label = level.name === "category" ? value : `${level.name} ${value}`;
+      items.push({ id: `${level.name}\u0000${value}`, name, label, rules: level.values[value] });
+    }
   }
+  return items;
+}
+
+/** Show `GET /v1/limits`: one item per level value, one row per rule (and the shared and reserved parts). */
+export function showLimits(limits) {
   currentOverrides = limits.overrides || {};
-  sync($("levels"), levels, (l) => l.name, makeLevel, $("limits-title"));
+  sync($("levels"), treeOf(limits), (l) => l.id, makeLevel, $("limits-title"));
 }
 
 function makeLevel(level) {
-  const name = el("span", { className: "name", text: level.name });
+  const name = el("span", { className: "name", text: level.label });
   const tag = el("span", { className: "tag" });
   const rules = el("ul", { className: "rules" });
   const node = el("li", { className: "level" }, el("div", { className: "level-head" }, name, tag), rules);
@@ -115,11 +133,11 @@ function makeOverride(first, lift) {
   };
 }
 
-/** Offer the known categories and levels in the forms' lists. */
-export function showKnownCategories(names) {
+/** Offer the known categories, and the tree's level values (`level=value`), in the forms' lists. */
+export function showKnownCategories(names, levels = ["global", ...names]) {
   const options = (list) => (n) => ({ node: el("option", { value: n }), update() {} });
   sync($("known-categories"), names, (n) => n, options());
-  sync($("known-levels"), ["global", ...names], (n) => n, options());
+  sync($("known-levels"), [...new Set([...levels, ...names])], (n) => n, options());
 }
 
 // --- windows: maintenance windows and quiet hours ---
@@ -288,10 +306,11 @@ export function showStats(stats) {
 }
 
 function showTotals(stats) {
-  const by = stats.dropped_by_limit || {};
+  // Drops by the level that refused them, every level of the tree in its order.
+  const by = Object.entries(stats.dropped_by_limit || {}).map(([level, n]) => `${level} ${n}`);
   const rows = [
     ["accepted", stats.accepted],
-    ["dropped", `${stats.dropped ?? 0} (global ${by.global ?? 0}, category ${by.category ?? 0})`],
+    ["dropped", `${stats.dropped ?? 0} (${by.join(", ")})`],
     ["duplicates", stats.duplicates],
     ["delivered", stats.delivered],
     ["dead-lettered", stats.dead_lettered],

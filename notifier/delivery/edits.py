@@ -23,10 +23,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import orjson
+
 from ..errors import MessageGone, Permanent, RateLimited, Transient
 from ..metrics import Metrics
 from ..outbox import EventEntry, decode
 from ..rules import Rule
+from ..slack.as_sent import as_updated
 from ..slack.messages import (
     ACK,
     MUTE,
@@ -43,8 +46,8 @@ from ..slack.templates import Templates
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
-from ..tasks import backoff, until_answered
-from .pacing import Bucket, Pacer
+from ..tasks import until_answered
+from .pacing import Bucket, Pacer, backoff
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +130,8 @@ class Record:
         posted, entry = self.posted, self.event_entry
         if posted is None:
             return None
+        if "m" in self.fields:  # a front-door client's update of its message: as sent
+            return as_updated(posted.channel_id, orjson.loads(self.fields["m"]))
         if entry is not None:
             return await templates.message(entry, posted.channel_id, self.state(choices))
         base = json.loads(self.fields.get("base", "[]"))
@@ -134,6 +139,20 @@ class Record:
         return edited_message(
             posted.channel_id, base, self.fields.get("text", ""), self.state(choices or (MUTE_FOR,)), category
         )
+
+
+async def post_of(
+    store: Store, entry: EventEntry, choices: tuple[str, ...], templates: Templates
+) -> tuple[Message, int]:
+    """An event's post, and the version of its alert's record it shows (0: not an alert, or its record is gone).
+
+    An alert's post shows the state its record holds now (``choices``: see :meth:`Record.state`).
+    """
+    record = await until_answered("reading a record", read_record, store, entry.record) if entry.record else None
+    if record is None or record.fields.get("id") != entry.id:
+        state = MessageState(button=MUTE if choices else "", choices=choices)
+        return await templates.message(entry, entry.channel, state), 0
+    return await templates.message(entry, entry.channel, record.state(choices)), record.version
 
 
 async def read_record(store: Store, key: str) -> Record | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from typing import NamedTuple
 
 from ..rules import Rule
@@ -70,3 +71,8 @@ class Pacer:
 
     async def _set_cooldown(self, bucket: Bucket, seconds: float) -> None:
         await self._store.call(self._store.redis.set, bucket.cooldown_key, "1", px=max(1, int(seconds * 1000)))
+
+
+def backoff(attempt: int, base: float = 0.5, cap: float = 30.0) -> float:
+    """Exponential backoff with full jitter: the wait before sending again after ``attempt`` failures."""
+    return random.uniform(0, min(cap, base * 2**attempt))

@@ -31,14 +31,13 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..errors import Permanent, RateLimited, StoreUnavailable, Transient
+from ..gateway_ts import GatewayTs
 from ..metrics import Metrics
 from ..outbox import DigestEntry, EscalationEntry, EventEntry, HeldEntry, WindowEntry
 from ..policy import Policy
 from ..settings import Settings
 from ..slack.messages import (
-    MUTE,
     Message,
-    MessageState,
     digest_message,
     escalation_message,
     held_message,
@@ -50,11 +49,11 @@ from ..slack.templates import Templates
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
-from ..tasks import backoff, cancel_and_wait, every, until_answered
+from ..tasks import cancel_and_wait, every, until_answered
 from .digests import Digests
-from .edits import Editor, read_record
+from .edits import Editor, post_of, read_record
 from .group import READ_COUNT, ConsumerGroup, Escalate, Taken, take
-from .pacing import Bucket, Pacer
+from .pacing import Bucket, Pacer, backoff
 from .timers import Timers
 
 log = logging.getLogger(__name__)
@@ -99,6 +98,7 @@ class Delivery:
         self._choices = settings.mute_choices if controls else ()  # none: messages carry no controls
         self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._choices, templates)
         self._timers = Timers(store, scripts, keys, settings.escalation, policy)  # policy: windows' hand-overs
+        self._threads = GatewayTs(store, scripts, keys)  # where the parents of front-door replies are
         self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
         self._held: dict[str, Taken] = {}
         self._sent: OrderedDict[str, Sent] = OrderedDict()  # stream id -> what was done, oldest first
@@ -270,16 +270,12 @@ class Delivery:
             return window_message(entry), 0
         if isinstance(entry, EscalationEntry):
             return await self._escalation(entry), 0
+        if entry.message is not None:  # a front-door client's message: as sent, in its parent's thread
+            return await self._threads.as_sent(entry, entry.message, self._group.holds, self._sink.edits), 1
         event = {**entry.event, "category": entry.category}
         if entry.reply:
             return await self._resolution(entry, event), 0
-        record = (
-            await until_answered("reading a record", read_record, self._store, entry.record) if entry.record else None
-        )
-        if record is None or record.fields.get("id") != entry.id:  # not an alert, or its record is gone
-            state = MessageState(button=MUTE if self._choices else "", choices=self._choices)
-            return await self._templates.message(entry, entry.channel, state), 0
-        return await self._templates.message(entry, entry.channel, record.state(self._choices)), record.version
+        return await post_of(self._store, entry, self._choices, self._templates)
 
     async def _resolution(self, entry: EventEntry, event: dict[str, Any]) -> Message:
         """A resolution's reply, in the thread of its alert's message once that is posted.
@@ -315,7 +311,7 @@ class Delivery:
     def _escalate(self, entry: EventEntry) -> Escalate | None:
         """The start of an alert's escalation, for its post or its reopening reply (None: no steps)."""
         steps = self._settings.escalation.get(str(entry.event.get("severity", "info")))
-        if not steps or not entry.record or (entry.reply and not entry.reopened):
+        if not steps or not entry.record or (entry.reply and not entry.reopened) or entry.message is not None:
             return None
         return Escalate(steps[0].after_ms * 1000, "reopen" if entry.reopened else "post")
 

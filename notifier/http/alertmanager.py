@@ -2,8 +2,10 @@
 
 Each alert becomes one event. The answer is ``200`` with one outcome per alert
 even when some are dropped, so Alertmanager never retries because of a limit;
-``503`` while the store is unreachable, so it retries later (its retries are
-duplicates).
+``503`` when the store did not decide every alert, so it retries later (its
+retries are duplicates). That ``503`` has the outcome of each alert too, and
+its ``error`` is the plain one only when no alert of the payload was, or may
+have been, admitted.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..errors import InDoubt, StoreUnavailable
 from ..models import MAX_URL, URL_PATTERN, Event, Link, Severity
-from .answers import ApiError, json_response
+from .answers import UNAVAILABLE, ApiError, in_doubt, json_response, log_unavailable, unavailable
 from .events import decision_body
 from .input import read_json, unknown_category, validation_details
 from .state import GATEWAY, Gateway
 
 MAX_ALERTS = 1000
+ADMITTED = frozenset(("accepted", "resolved", "reopened", "outcome unknown"))  # an alert's outcomes that may post
 _NOT_CATEGORY = re.compile(r"[^A-Za-z0-9_.:\-]+")
 _SEVERITIES: dict[str, Severity] = {
     "info": "info",
@@ -138,12 +142,38 @@ async def post_alertmanager(request: web.Request) -> web.StreamResponse:
         events = [to_event(alert, label) for alert in payload.alerts]
     except ValidationError as exc:
         raise ApiError(422, "not an Alertmanager webhook payload", validation_details(exc)) from exc
-    outcomes = await asyncio.gather(*(alert_outcome(gateway, e) for e in events))
+    outcomes = await asyncio.gather(*(alert_outcome(gateway, e) for e in events), return_exceptions=True)
     results = [
-        dict(o, category=e.category, fingerprint=a.fingerprint)
+        {
+            **(undecided(request, o) if isinstance(o, BaseException) else o),
+            "category": e.category,
+            "fingerprint": a.fingerprint,
+        }
         for o, e, a in zip(outcomes, events, payload.alerts, strict=True)
     ]
+    failed = [o for o in outcomes if isinstance(o, (StoreUnavailable, InDoubt))]  # undecided() raised the rest
+    if failed:
+        log_unavailable(failed[0])
+        return unavailable(request, {"error": payload_error(results), "results": results})
     return json_response({"status": "ok", "results": results})
+
+
+def undecided(request: web.Request, exc: BaseException) -> dict[str, Any]:
+    """The entry of an alert the store did not decide: in doubt (with its id), or unavailable."""
+    if isinstance(exc, InDoubt):
+        return {"status": in_doubt(request, exc), "id": exc.id}
+    if isinstance(exc, StoreUnavailable):
+        return {"status": "unavailable"}
+    raise exc
+
+
+def payload_error(results: list[dict[str, Any]]) -> str:
+    """The ``error`` of a payload's 503: ``outcome unknown`` when an alert was or may have been
+    admitted, ``not replicated`` when that is the only doubt, else the plain one (nothing posts)."""
+    statuses = {result["status"] for result in results}
+    if statuses & ADMITTED:
+        return "outcome unknown"
+    return "not replicated" if "not replicated" in statuses else UNAVAILABLE
 
 
 async def alert_outcome(gateway: Gateway, event: Event) -> dict[str, Any]:

@@ -22,13 +22,14 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from ..errors import NotReplicated, StoreUnavailable
+from ..errors import InDoubt, OutcomeUnknown, StoreUnavailable
 from .state import METRICS
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024  # the app's client_max_size: aiohttp refuses a longer body, answered 413 here
 STORE_RETRY_AFTER = 2  # seconds a client should wait when the store is unreachable
+UNAVAILABLE = "store unavailable, try again later"  # the plain 503: nothing happened
 LOG_EVERY = 5.0  # seconds between two log lines about 503s: in an outage there is one per request
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -106,13 +107,12 @@ def error_answer(request: web.Request, exc: Exception) -> web.StreamResponse:
         exc = ApiError(413, f"body over {MAX_BODY // 1024} KiB ({MAX_BODY} bytes)")
     if isinstance(exc, ApiError):
         return _refused(request, exc.status, {"error": exc.error, "details": exc.details}, exc.headers)
-    if isinstance(exc, NotReplicated):
-        return _not_replicated(request, exc)
+    if isinstance(exc, InDoubt):
+        log_unavailable(exc)
+        return unavailable(request, {"error": in_doubt(request, exc), "id": exc.id})
     if isinstance(exc, StoreUnavailable):
-        _log_unavailable(exc)
-        return _refused(
-            request, 503, {"error": "store unavailable, try again later"}, retry_after_header(STORE_RETRY_AFTER)
-        )
+        log_unavailable(exc)
+        return unavailable(request, {"error": UNAVAILABLE})
     if isinstance(exc, web.HTTPException):
         if exc.status < 400:
             raise exc
@@ -137,20 +137,25 @@ async def no_route(request: web.Request) -> web.StreamResponse:
     raise web.HTTPNotFound()
 
 
-def _not_replicated(request: web.Request, exc: NotReplicated) -> web.Response:
-    """The one 503 that may have changed something: it names the event, so a retry is deduplicated."""
-    _log_unavailable(exc)
-    metrics = request.app.get(METRICS)
-    if metrics is not None:
-        metrics.not_replicated.inc()
-    body = {"error": "not replicated", "id": exc.id}
+def unavailable(request: web.Request, body: Mapping[str, Any]) -> web.Response:
+    """A ``503`` with ``Retry-After``: the store did not decide (plain), or may have (``in_doubt``)."""
     return _refused(request, 503, body, retry_after_header(STORE_RETRY_AFTER))
+
+
+def in_doubt(request: web.Request, exc: InDoubt) -> str:
+    """The ``error`` of a 503 whose event may have been admitted (``not replicated``, ``outcome
+    unknown``); each is counted, so an operator sees how many events were answered in doubt."""
+    metrics = request.app.get(METRICS)
+    unknown = isinstance(exc, OutcomeUnknown)
+    if metrics is not None:
+        (metrics.outcome_unknown if unknown else metrics.not_replicated).inc()
+    return "outcome unknown" if unknown else "not replicated"
 
 
 _unavailable = {"next": 0.0, "quiet": 0}
 
 
-def _log_unavailable(exc: StoreUnavailable | NotReplicated) -> None:
+def log_unavailable(exc: StoreUnavailable | InDoubt) -> None:
     """One line per ``LOG_EVERY`` seconds, with how many 503s it stands for."""
     now = time.monotonic()
     if now < _unavailable["next"]:

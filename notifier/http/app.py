@@ -17,16 +17,17 @@ from ..config import EMPTY, Config, fingerprint
 from ..delivery.dead_letters import DeadLetters
 from ..delivery.worker import Delivery
 from ..errors import StoreUnavailable
+from ..gateway_ts import GatewayTs
 from ..metrics import Metrics
 from ..policy import Policy
 from ..settings import Settings
 from ..slack.sinks import make_sink
 from ..slack.templates import Templates
-from ..store.client import connect
 from ..store.keys import Keys
 from ..store.scripts import Scripts
+from ..store.topology import connect
 from ..tasks import cancel_and_wait, every
-from . import admin, alerts, console, limits, ops, windows
+from . import admin, alerts, console, limits, ops, slack_compat, windows
 from .actions import post_action
 from .alertmanager import post_alertmanager
 from .answers import MAX_BODY, answers_errors, no_route
@@ -65,9 +66,8 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
             else None
         )
         admission = Admission(limiter, fallback, metrics.decisions)
-        app[GATEWAY] = Gateway(
-            settings, store, keys, scripts, admission, overrides, DeadLetters(store, scripts, keys), metrics
-        )
+        dead_letters, sent = DeadLetters(store, scripts, keys), GatewayTs(store, scripts, keys)
+        app[GATEWAY] = Gateway(settings, store, keys, scripts, admission, overrides, dead_letters, metrics, sent)
         gateway = app[GATEWAY]
         loops = [
             asyncio.create_task(every("watching overrides", lambda: WATCH_EVERY, overrides.watch)),
@@ -115,15 +115,18 @@ def create_app(settings: Settings, config: Config = EMPTY) -> web.Application:
         web.get("/healthz", ops.healthz),
         web.get("/readyz", ops.readyz),
         web.get("/metrics", ops.metrics),
+        *slack_compat.ROUTES,
         web.get("/openapi.json", openapi_handler),
         web.get("/", console.page),
         web.get(r"/{asset:favicon\.ico|console/[a-z]+\.(?:js|css)}", console.static),
         web.route("*", "/{path:" + ANY + "*}", no_route),
     ]  # last: unknown paths and methods
     # Each handler answers its own errors: no middleware, see answers.py for why. The storm's
-    # handler calls answers.error_answer itself (one coroutine fewer per request).
+    # handler calls answers.error_answer itself (one coroutine fewer per request); the front
+    # doors answer theirs in Slack's shapes.
+    own = {post_event, *slack_compat.HANDLERS}
     app.add_routes(
-        web.RouteDef(r.method, r.path, r.handler if r.handler is post_event else answers_errors(r.handler), r.kwargs)
+        web.RouteDef(r.method, r.path, r.handler if r.handler in own else answers_errors(r.handler), r.kwargs)
         for r in routes
     )
     return app

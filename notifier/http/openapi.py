@@ -9,216 +9,39 @@ below), so the schema cannot drift from the validation. Only the routing
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from .. import __version__
 from ..models import Accepted, Dropped, Duplicate, Event, Problem, Reopened, Resolved
 from .alertmanager import Payload
-from .alerts import PAGE, AckRequest
+from .alerts import AckRequest
 from .limits import OverrideRequest
+from .schemas import (
+    AckAnswer,
+    ActionAnswer,
+    AlertmanagerAnswer,
+    AlertmanagerUndecided,
+    DeadLetters,
+    Health,
+    Limits,
+    OpenAlerts,
+    OverrideAnswer,
+    Requeued,
+    RequeueRequest,
+    Stats,
+    Window,
+    WindowEnded,
+    Windows,
+)
+from .slack_compat.openapi import front_door_paths
 from .windows import NAME_PATTERN, WindowRequest
 
 REF = "#/components/schemas/{model}"
 Doc = dict[str, Any]
-
-
-class LevelCounts(BaseModel):
-    """Drops by the level that refused them."""
-
-    model_config = ConfigDict(extra="allow")
-    global_: int = Field(alias="global", ge=0)
-    category: int = Field(ge=0)
-
-
-class CategoryCounts(BaseModel):
-    accepted: int = Field(ge=0)
-    dropped: int = Field(ge=0)
-
-
-class Stats(BaseModel):
-    """``GET /v1/stats``: totals shared by all replicas; past the category cap, ``(other)`` sums the rest."""
-
-    model_config = ConfigDict(extra="allow")
-    accepted: int = Field(ge=0)
-    dropped: int = Field(ge=0)
-    dropped_by_limit: LevelCounts
-    by_category: dict[str, CategoryCounts]
-
-
-class RuleUse(BaseModel):
-    """One rule of one level in ``GET /v1/limits`` (global rules add ``shared`` and ``reserves``)."""
-
-    model_config = ConfigDict(extra="allow")
-    rule: str
-    limit: int
-    used: int
-    remaining: int
-    available_in: float
-    next_free_in: float
-
-
-class OverrideInForce(BaseModel):
-    """An override: its rules, when it lapses (unix seconds, null = until removed), who set it."""
-
-    model_config = ConfigDict(extra="allow")
-    rules: str
-    until: float | None
-    by: str
-
-
-class Limits(BaseModel):
-    """``GET /v1/limits``: per level and rule, how much is used; the overrides in force."""
-
-    model_config = ConfigDict(extra="allow")
-    global_: list[RuleUse] = Field(alias="global")
-    categories: dict[str, list[RuleUse]]
-    overrides: dict[str, OverrideInForce]
-
-
-class OverrideAnswer(BaseModel):
-    """``PUT``/``DELETE /v1/limits/{level}``: the rules now in force for the level."""
-
-    level: str
-    rules: str
-    until: float | None
-    by: str | None = None
-
-
-class AlertOutcome(BaseModel):
-    """The outcome of one alert: the event answer plus which alert it was.
-
-    ``rejected`` (with ``error``): its category is not in ``NOTIFIER_CATEGORIES``.
-    """
-
-    model_config = ConfigDict(extra="allow")
-    status: Literal["accepted", "duplicate", "dropped", "resolved", "reopened", "rejected"]
-    category: str
-    fingerprint: str
-
-
-class AlertmanagerAnswer(BaseModel):
-    """``POST /v1/alertmanager``: one outcome per alert, in order."""
-
-    status: Literal["ok"]
-    results: list[AlertOutcome]
-
-
-class DeadLetter(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    id: str
-    category: str
-    channel: str
-    reason: str
-    dead_id: str
-    dead_at_ms: int
-
-
-class DeadLetters(BaseModel):
-    """``GET /v1/dead``: the oldest dead letters and the fleet's delivery counters."""
-
-    count: int = Field(ge=0)
-    entries: list[DeadLetter]
-    counters: dict[str, int]
-
-
-class RequeueRequest(BaseModel):
-    """``POST /v1/dead/requeue``: no body (or no ``ids``) requeues every dead letter."""
-
-    model_config = ConfigDict(extra="allow")
-    ids: list[str] | None = Field(None, min_length=1)
-
-
-class Requeued(BaseModel):
-    status: Literal["requeued"]
-    count: int = Field(ge=0)
-    ids: list[str]
-
-
-class ActionAnswer(BaseModel):
-    """``POST /v1/slack/actions``: the click was applied."""
-
-    model_config = ConfigDict(extra="allow")
-    status: Literal["ok"]
-
-
-class OpenAlert(BaseModel):
-    """One open alert: firing, not resolved, within its window."""
-
-    model_config = ConfigDict(extra="allow")
-    dedup_key: str
-    category: str
-    severity: str
-    text: str
-    first_seen: float = Field(description="unix seconds")
-    last_seen: float = Field(description="unix seconds")
-    seen: int = Field(ge=1)
-    acknowledged_by: str | None
-    acknowledged_at: float | None = Field(description="unix seconds, or null")
-    escalations: int = Field(ge=0, description="escalation steps posted so far")
-    held: bool
-    channel: str | None = Field(description="the channel id Slack answered, once posted")
-    ts: str | None = Field(description="the message's ts, once posted")
-
-
-class OpenAlerts(BaseModel):
-    """``GET /v1/alerts``: open alerts, newest first by first seen."""
-
-    alerts: list[OpenAlert] = Field(max_length=PAGE)
-    cursor: str | None = Field(description="the next page's cursor, or null on the last page")
-
-
-class AckAnswer(BaseModel):
-    """``POST``/``DELETE /v1/alerts/{dedup_key}/ack``: the alert's acknowledgement now."""
-
-    dedup_key: str
-    acknowledged_by: str | None
-    acknowledged_at: float | None = Field(description="unix seconds, or null")
-
-
-class Window(BaseModel):
-    """A maintenance window (``PUT /v1/windows/{name}``, ``GET /v1/windows``)."""
-
-    name: str
-    start: float = Field(description="unix seconds, a millisecond fraction")
-    end: float
-    categories: list[str]
-    channels: list[str]
-    note: str
-    by: str
-    in_force: bool
-
-
-class WindowEnded(BaseModel):
-    name: str
-    end: float
-
-
-class QuietHours(BaseModel):
-    """One channel's quiet hours (``*``: every channel), in force or next."""
-
-    channel: str
-    windows: str
-    start: float | None
-    end: float | None
-    in_force: bool
-
-
-class Windows(BaseModel):
-    """``GET /v1/windows``."""
-
-    maintenance: list[Window]
-    quiet_hours: list[QuietHours]
-
-
-class Health(BaseModel):
-    """``/healthz`` and ``/readyz``."""
-
-    model_config = ConfigDict(extra="allow")
-    status: str
 
 
 REQUESTS = (Event, Payload, OverrideRequest, RequeueRequest, AckRequest, WindowRequest)
@@ -235,6 +58,7 @@ ANSWERS = (
     Limits,
     OverrideAnswer,
     AlertmanagerAnswer,
+    AlertmanagerUndecided,
     DeadLetters,
     Requeued,
     ActionAnswer,
@@ -273,8 +97,10 @@ RETRY_AFTER = {
 }
 UNAVAILABLE = {
     "503": _json(
-        "store unreachable; nothing was counted. Except {error: 'not replicated', id}: fewer than "
-        "NOTIFIER_REDIS_MIN_REPLICAS replicas acknowledged in time; the event may still be delivered",
+        "store unreachable; nothing was counted and the event is never delivered. Except, with its id: "
+        "{error: 'not replicated', id}, fewer than NOTIFIER_REDIS_MIN_REPLICAS replicas acknowledged in time; "
+        "{error: 'outcome unknown', id}, the admission reached the store and its answer did not come in time. "
+        "Those events may be delivered: send them again with the same dedup_key",
         Problem,
         headers=RETRY_AFTER,
     )
@@ -299,7 +125,7 @@ def _post(model: type[BaseModel], summary: str, answers: Doc, required: bool = T
         "summary": summary,
         "security": TOKEN,
         "requestBody": _body(model, required),
-        "responses": {**answers, **REFUSED},
+        "responses": {**answers, **{status: doc for status, doc in REFUSED.items() if status not in answers}},
     }
 
 
@@ -313,31 +139,42 @@ def _get(model: type[BaseModel], summary: str, extra: Doc | None = None, content
 
 
 def _limits_paths() -> Doc:
-    level = [
-        {
-            "name": "level",
-            "in": "path",
-            "required": True,
-            "description": "global, or a category",
-            "schema": {"type": "string", "pattern": r"^(global|[A-Za-z0-9_.:\-]{1,64})$"},
-        }
-    ]
+    level = {
+        "name": "level",
+        "in": "path",
+        "required": True,
+        "description": "with a value: a level's name; alone: the root's name, or a category",
+        "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_.:\-]{1,64}$"},
+    }
+    value = {
+        "name": "value",
+        "in": "path",
+        "required": True,
+        "description": "a value of the level (URL-encoded: #incidents is %23incidents; the request line of "
+        "an HTTP server holds at most 8 KiB, so a value of 500 characters at most)",
+        "schema": {"type": "string", "minLength": 1, "maxLength": 500},
+    }
+    return {
+        "/v1/limits": _get(Limits, "Use of every level, value and rule, and the overrides in force", UNAVAILABLE),
+        "/v1/limits/{level}": _override_ops([level], "the root's, or a category's"),
+        "/v1/limits/{level}/{value}": _override_ops([level, value], "one value of a level's"),
+    }
+
+
+def _override_ops(parameters: list[Doc], what: str) -> Doc:
     changed = {"200": _json("the rules now in force", OverrideAnswer)}
     return {
-        "/v1/limits": _get(Limits, "Use of every level and rule, and the overrides in force", UNAVAILABLE),
-        "/v1/limits/{level}": {
-            "parameters": level,
-            "put": _post(OverrideRequest, "Override a level's rules for the whole fleet", changed),
-            "delete": {
-                "summary": "Remove a level's override",
-                "security": TOKEN,
-                "responses": {
-                    **changed,
-                    "404": _json("no override is in force", Problem),
-                    "401": REFUSED["401"],
-                    "422": REFUSED["422"],
-                    **UNAVAILABLE,
-                },
+        "parameters": parameters,
+        "put": _post(OverrideRequest, f"Override {what} rules for the whole fleet", changed),
+        "delete": {
+            "summary": f"Remove the override of {what} rules",
+            "security": TOKEN,
+            "responses": {
+                **changed,
+                "404": _json("no override is in force", Problem),
+                "401": REFUSED["401"],
+                "422": REFUSED["422"],
+                **UNAVAILABLE,
             },
         },
     }
@@ -367,6 +204,11 @@ def _event_paths() -> Doc:
                 "Alertmanager webhook (version 4)",
                 {
                     "200": _json("one outcome per alert, even when some are dropped", AlertmanagerAnswer),
+                    "503": _json(
+                        "the store did not decide every alert; the outcome of each",
+                        AlertmanagerUndecided,
+                        headers=RETRY_AFTER,
+                    ),
                 },
             )
         },
@@ -484,7 +326,8 @@ def _ops_paths() -> Doc:
 
 @lru_cache(maxsize=1)
 def spec() -> Doc:
-    """The OpenAPI 3.1 document of the gateway."""
+    """The OpenAPI 3.1 document of the gateway (the front doors' part from ``slack_compat.openapi``)."""
+    paths = {**_event_paths(), **_limits_paths(), **_alert_paths(), **_window_paths(), **_ops_paths()}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -492,7 +335,7 @@ def spec() -> Doc:
             "version": __version__,
             "description": "Slack notification gateway with fleet-wide rate limits.",
         },
-        "paths": {**_event_paths(), **_limits_paths(), **_alert_paths(), **_window_paths(), **_ops_paths()},
+        "paths": {**paths, **front_door_paths()},
         "components": {
             "schemas": _schemas(),
             "securitySchemes": {

@@ -10,6 +10,7 @@ from ..admission.admit import Admission
 from ..admission.overrides import Overrides
 from ..config import Config
 from ..delivery.dead_letters import DeadLetters
+from ..gateway_ts import GatewayTs
 from ..metrics import Metrics
 from ..settings import Settings
 from ..store.client import Store
@@ -29,6 +30,7 @@ class Gateway:
     overrides: Overrides
     dead_letters: DeadLetters
     metrics: Metrics
+    sent: GatewayTs  # the gateway ts of front-door messages, and what became of each
 
 
 SETTINGS = web.AppKey("settings", Settings)

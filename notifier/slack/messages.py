@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,9 @@ class Message:
     text: str
     blocks: list[Block] = field(default_factory=list)
     thread_ts: str | None = None  # a reply in the thread of this message
+    # A front-door client's own fields (text, blocks, attachments, username, ...), posted as sent:
+    # they take the place of the gateway's (``text`` and ``blocks`` above then only show it on the console).
+    sent: Mapping[str, Any] = field(default_factory=dict)
     shape: str = ""  # the template that shaped it ("": the built-in shape)
 
 

@@ -74,25 +74,25 @@ class SlackApiSink:
     async def post(self, message: Message) -> Posted:
         answer = await self._call(
             self._client.chat_postMessage,
-            channel=message.channel,
-            text=message.text,
-            blocks=message.blocks or None,
-            thread_ts=message.thread_ts,
-            link_names=False,
-            unfurl_links=False,
-            unfurl_media=False,
+            **(
+                {"channel": message.channel, **message.sent}
+                if message.sent  # a front-door client's message: as sent
+                else {
+                    "channel": message.channel,
+                    "text": message.text,
+                    "blocks": message.blocks or None,
+                    "thread_ts": message.thread_ts,
+                    "link_names": False,
+                    "unfurl_links": False,
+                    "unfurl_media": False,
+                }
+            ),
         )
         return Posted(str(answer.get("channel") or message.channel), str(answer.get("ts") or ""))
 
     async def update(self, posted: Posted, message: Message) -> None:
-        await self._call(
-            self._client.chat_update,
-            channel=posted.channel_id,
-            ts=posted.ts,
-            text=message.text,
-            blocks=message.blocks or [],
-            link_names=False,
-        )
+        own = message.sent or {"text": message.text, "blocks": message.blocks or [], "link_names": False}
+        await self._call(self._client.chat_update, channel=posted.channel_id, ts=posted.ts, **own)
 
     async def _call(self, method: Any, **kwargs: Any) -> Mapping[str, Any]:
         try:
@@ -120,9 +120,12 @@ class WebhookSink:
 
     async def post(self, message: Message) -> Posted:
         try:
-            response = await self._client.send(
-                text=message.text, blocks=message.blocks or None, unfurl_links=False, unfurl_media=False
-            )
+            if message.sent:  # a front-door client's message: as sent (None: a field not given)
+                response = await self._client.send_dict({k: v for k, v in message.sent.items() if v is not None})
+            else:
+                response = await self._client.send(
+                    text=message.text, blocks=message.blocks or None, unfurl_links=False, unfurl_media=False
+                )
         except _NETWORK as exc:
             raise Transient(f"{type(exc).__name__}: {exc}") from exc
         if response.status_code != 200:

@@ -4,6 +4,19 @@ Every call the gateway makes to the store goes through :meth:`Store.call` (or
 :meth:`Store.run` for a script), which turns redis-py's errors, and socket
 errors, into :class:`StoreUnavailable`.
 
+A script is sent once, and a failure says whether it may have run. Its
+connection is made first, so a store that cannot be reached fails before
+anything is sent (``StoreUnavailable``: it did not run); once it is sent, a
+timeout or a broken connection raises :class:`ReplyLost` (it may have run),
+unless the store answered with a refusal that comes before any write
+(``READONLY``, ``NOREPLICAS``, ``NOSCRIPT``, ``LOADING``, ``MOVED`` ...). No
+client retries a script: on Redis Cluster it goes to a client of its slot's
+node alone, since redis-py's cluster client sends a command again on another
+connection after a connection error, and one admission would then run twice.
+
+Which store and how it is reached (one node, Cluster, Sentinel, the embedded one)
+is ``topology.connect``'s.
+
 A store that does not answer (a timeout, a refused or broken connection) opens
 a circuit: from then on every call fails at once, without waiting, while a
 probe keeps a ``PING`` outstanding; the moment it is answered the circuit
@@ -28,20 +41,32 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import redis.asyncio as redis
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.connection import parse_url
-from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
-from redis.exceptions import ClusterDownError, RedisError
+from redis.exceptions import (
+    AskError,
+    AuthenticationError,
+    BusyLoadingError,
+    ClusterDownError,
+    MasterDownError,
+    MovedError,
+    NoScriptError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from ..errors import StoreUnavailable
+from ..errors import ReplyLost, StoreUnavailable
 from .replication import Written, script_then_wait, supports_waitaof, then_wait, wait_command
 
 log = logging.getLogger(__name__)
@@ -51,8 +76,21 @@ T = TypeVar("T")
 
 # Failures that mean the store is not answering, as opposed to an answer that is an error.
 UNREACHABLE = (RedisConnectionError, RedisTimeoutError, ClusterDownError, OSError, asyncio.TimeoutError)
+# Answers of a store that did not run the command: it refused it before any write.
+REFUSALS = (
+    NoScriptError,
+    ReadOnlyError,
+    OutOfMemoryError,
+    MasterDownError,
+    BusyLoadingError,
+    MovedError,
+    AskError,
+    TryAgainError,
+    ClusterDownError,
+    AuthenticationError,
+)
+REFUSAL_CODES = ("NOREPLICAS", "BUSY")  # the rest have no class of their own in redis-py
 PROBE_PAUSE = 0.05  # seconds between two probes of a store that failed the last one
-SOCKET_MARGIN = 0.4  # seconds a socket read may take beyond NOTIFIER_REDIS_TIMEOUT
 CLOCK_RESAMPLE = 30.0  # seconds after which a clock sample is replaced even by a slower one
 CLOCK_JUMP_US = 500_000  # a sample further than this (plus its round trip) from the last: the store's clock was set
 
@@ -102,10 +140,12 @@ class Store:
             raise StoreUnavailable(str(exc) or type(exc).__name__) from exc
 
     async def run(self, script: AsyncScript, keys: list[str], args: list[Any], timeout: float | None = None) -> Any:
-        """Run a Lua script (EVALSHA, loaded again on NOSCRIPT), waiting at most ``timeout`` seconds."""
-        if timeout is None:
-            return await self.call(script, keys=keys, args=args)
-        return await self.call(_within, max(timeout, 0.001), script, keys, args)
+        """Run a Lua script (EVALSHA, loaded again on NOSCRIPT) once, waiting at most ``timeout`` seconds.
+
+        Raises :class:`ReplyLost` when it was sent and no reply came (it may have run),
+        :class:`StoreUnavailable` when it certainly did not run.
+        """
+        return await self._once(timeout, keys[0], _evalsha, script, keys, args)
 
     async def run_replicated(
         self, script: AsyncScript, keys: list[str], args: list[Any], marker: str, timeout: float, wait: float
@@ -113,27 +153,55 @@ class Store:
         """Run a script, then wait at most ``wait`` seconds for ``min_replicas`` to hold its writes.
 
         One pipeline on the connection to the node of ``keys[0]`` (see ``replication``);
-        the whole call takes at most ``timeout`` seconds.
+        the whole call takes at most ``timeout`` seconds. Failures as for :meth:`run`.
         """
-        timeout = max(timeout, 0.001)
-        return await self.call(self._waited, timeout, keys[0], wait, script_then_wait, script, keys, args, marker)
+        return await self._once(timeout, keys[0], self._waited, wait, script_then_wait, script, keys, args, marker)
 
     async def call_replicated(self, commands: list[tuple[Any, ...]], marker: str, wait: float) -> Written:
         """Raw ``commands``, then wait at most ``wait`` seconds for ``min_replicas`` to hold them."""
-        return await self.call(self._waited, None, marker, wait, then_wait, commands, marker)
+        return await self._once(None, marker, self._waited, wait, then_wait, commands, marker)
 
-    async def _waited(self, timeout: float | None, key: str, wait: float, how: Any, *args: Any) -> Written:
-        client = await self._client_of(key)
-        if self._waitaof is None:
-            self._waitaof = await supports_waitaof(client)
-        command = wait_command(self.min_replicas, int(wait * 1000), self._waitaof)
-        started = time.perf_counter()
+    async def _once(self, timeout: float | None, key: str, how: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``how(client, *args)`` with the client of the node that owns ``key``, sent once, within ``timeout``.
+
+        A failure after it was sent, unless the store refused it, raises :class:`ReplyLost`.
+        """
+        sending = Sending()
         try:
-            written: Written = await asyncio.wait_for(how(client, *args, command), timeout)
+            return await self.call(self._within, timeout, sending, key, how, *args)
+        except StoreUnavailable as exc:
+            cause = exc.__cause__
+            if not sending.sent or cause is None or refused(cause):  # the circuit was open, or it was refused
+                raise
+            raise ReplyLost(str(exc)) from cause
+
+    async def _within(
+        self, timeout: float | None, sending: Sending, key: str, how: Callable[..., Awaitable[T]], *args: Any
+    ) -> T:
+        limit = None if timeout is None else max(timeout, 0.001)
+        return await asyncio.wait_for(self._send(sending, key, how, *args), limit)
+
+    async def _send(self, sending: Sending, key: str, how: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Make a connection to the node first (a failure then sent nothing), then send."""
+        client = await self._client_of(key)
+        if not self.embedded:
+            pool = client.connection_pool
+            await pool.release(await pool.get_connection())
+        if self.min_replicas and self._waitaof is None:
+            self._waitaof = await supports_waitaof(client)
+        sending.sent = True
+        try:
+            return await how(client, *args)
         except RedisError:
             if isinstance(self.redis, RedisCluster):  # a moved slot or a dead node: read the slot map again
-                await self.redis.nodes_manager.initialize()
+                with contextlib.suppress(RedisError, OSError):  # the error to raise is the call's
+                    await self.redis.nodes_manager.initialize()
             raise
+
+    async def _waited(self, client: Any, wait: float, how: Any, *args: Any) -> Written:
+        command = wait_command(self.min_replicas, int(wait * 1000), bool(self._waitaof))
+        started = time.perf_counter()
+        written: Written = await how(client, *args, command)
         self.on_wait(time.perf_counter() - started)
         return written
 
@@ -236,58 +304,24 @@ class Store:
         await self.redis.aclose()
 
 
-async def _within(timeout: float, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
-    return await asyncio.wait_for(script(keys=keys, args=args), timeout)
+@dataclass
+class Sending:
+    """Whether a call went to the store: set once its connection was made, just before it is sent."""
+
+    sent: bool = False
 
 
-def connect(
-    url: str | None,
-    cluster: bool = False,
-    timeout: float = 1.0,
-    min_replicas: int = 0,
-    sentinels: tuple[str, ...] = (),
-    sentinel_master: str = "notifier",
-) -> Store:
-    """A store at ``url`` (None: the embedded one), or the primary ``sentinels`` name, with short
-    timeouts and no retry stalls.
+async def _evalsha(client: Any, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+    return await script(keys=keys, args=args, client=client)
 
-    A request must fail fast when Redis is gone (the caller answers 503), so
-    redis-py's own retry-with-backoff is turned off.
+
+def refused(error: BaseException) -> bool:
+    """True when ``error`` is the store's answer that it did not run a command (before any write).
+
+    A script's own error (``ERR user_script:...``, a ``WRONGTYPE`` from one of its
+    commands) is not: the writes it made before are kept. Sentinel's client raises a
+    connection error for ``READONLY`` (a demoted primary): its context tells.
     """
-    options: dict[str, Any] = dict(
-        socket_timeout=timeout + SOCKET_MARGIN, socket_connect_timeout=timeout, health_check_interval=0
-    )
-    if sentinels:
-        return Store(_sentinel_client(url, sentinels, sentinel_master, options), False, timeout, min_replicas)
-    if not url:
-        return Store(_embedded(), embedded=True)
-    if cluster:
-        # One immediate retry, after the client re-read the slot map, rides out a failover
-        # or a moved slot; the default (three, with backoff) would stall requests for seconds.
-        client = RedisCluster.from_url(url, retry=Retry(NoBackoff(), 1), **options)
-        return Store(client, False, timeout, min_replicas, **options)
-    return Store(redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **options), False, timeout, min_replicas)
-
-
-def _sentinel_client(url: str | None, sentinels: tuple[str, ...], master: str, options: dict[str, Any]) -> Any:
-    """A client of the primary the Sentinels name, asked again on each new connection.
-
-    ``url``, when set, gives the primary's password, database and TLS; its host is ignored.
-    """
-    extra: dict[str, Any] = {}
-    if url:
-        parsed = parse_url(url)
-        extra = {k: v for k, v in parsed.items() if k in ("username", "password", "db")}
-    addresses = [(host, int(port)) for host, _, port in (s.rpartition(":") for s in sentinels)]
-    manager = Sentinel(addresses, sentinel_kwargs=dict(options), **options, **extra)  # type: ignore[no-untyped-call]
-    return manager.master_for(master, retry=Retry(NoBackoff(), 0), **options, **extra)
-
-
-def _embedded() -> Any:
-    import fakeredis  # only the embedded mode needs it
-
-    log.warning(
-        "NOTIFIER_REDIS_URL is not set: using the embedded in-process store. "
-        "Limits hold for this one replica only; set NOTIFIER_REDIS_URL to share them."
-    )
-    return fakeredis.FakeAsyncRedis()
+    if isinstance(error, REFUSALS) or isinstance(error.__context__, ReadOnlyError):
+        return True
+    return isinstance(error, ResponseError) and str(error).split(" ", 1)[0] in REFUSAL_CODES

@@ -47,6 +47,7 @@ class Keys:
         self.timers = base + "timers"  # escalations due: record key -> due time (us)
         self.replicated = base + "replicated"  # written before each WAIT (store/replication.py)
         self.held_pairs = base + "held"  # (channel, window) pairs holding anything, by pair id
+        self.sent_last = base + "sent:last"  # the last gateway ts given to a front-door client (us)
 
     @staticmethod
     @functools.lru_cache(maxsize=1024)  # per event of a held channel: the same few pairs
@@ -64,6 +65,10 @@ class Keys:
     def bucket_log(self, level: str, value: str) -> str:
         """The sliding log of one value of one level (the root's value is empty: ``log:global``)."""
         return f"{self.base}log:{level}:{_safe(value)}" if value else f"{self.base}log:{level}"
+
+    def restored(self, event_id: str) -> str:
+        """The mark of an event admitted in ``fail_open`` and handed over (``restore.lua``): once only."""
+        return f"{self.base}restored:{event_id}"
 
     def class_log(self, level: str, value: str, class_id: str) -> str:
         """The log of one class (``none`` for events of no class) of one level value with reserves."""
@@ -84,6 +89,12 @@ class Keys:
     def message(self, channel_id: str, ts: str) -> str:
         """The record of a plain event message edited from Slack (a mute or unmute)."""
         return f"{self.base}msg:{channel_id}:{ts}"
+
+    def sent(self, ts: str, channel: str = "") -> str:
+        """The record of a front-door message by the ``ts`` its client knows it by: a gateway ts
+        (what became of the message, where Slack put it, its latest update), or, with ``channel``,
+        a real Slack ts that a client updates."""
+        return f"{self.base}sent:{_safe(channel)}:{_safe(ts)}" if channel else f"{self.base}sent:{_safe(ts)}"
 
     def suppressed(self, channel: str) -> str:
         return f"{self.base}digest:sup:{channel}"

@@ -23,6 +23,8 @@ NAMES = (
     "window",
     "handover",
     "announce",
+    "ts",
+    "update",
 )
 
 
@@ -61,6 +63,8 @@ class Scripts:
     window: AsyncScript
     handover: AsyncScript
     announce: AsyncScript
+    ts: AsyncScript
+    update: AsyncScript
 
     def __init__(self, client: Any) -> None:
         folder = script_dir()

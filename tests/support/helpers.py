@@ -32,8 +32,12 @@ INSTALL = {
     "prometheus-alertmanager": ("prometheus-alertmanager", "alertmanager"),
     "faketime": ("faketime", "libfaketime"),
     "wrk": ("wrk", "wrk"),
+    "node": ("nodejs", "node"),
     "chromium": ("chromium", "chromium"),  # the console's browser tests drive it with Playwright
     "cc": ("gcc", "gcc"),  # builds the wall-clock shift for redis-server (ShiftedClock)
+    "npm": ("npm", "node"),  # fetches helm (tests/support/helm.py) and Slack's Node clients (node_clients.py)
+    # strace sees every write a pod's gateway tries (tests/support/pod.py); Linux only
+    "strace": ("strace", "(no formula: Linux only)"),
 }
 ALIASES = {"prometheus-alertmanager": ("alertmanager",)}  # Homebrew's name of the program
 
@@ -128,7 +132,7 @@ class RedisServer:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
                 sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
+                return sock.recv(16).startswith((b"+PONG", b"-NOAUTH"))  # up, with --requirepass or not
         except OSError:
             return False
 
@@ -360,10 +364,15 @@ def replicas(env: dict[str, str], tmp_path, names=("a", "b")) -> Iterator[list[G
 
 
 @contextlib.contextmanager
-def alertmanager(gateway_url: str, folder: Path, group_by: str = "'alertname'") -> Iterator[str]:
-    """A real prometheus-alertmanager posting to the gateway at ``gateway_url``; yields its URL."""
+def alertmanager(
+    gateway_url: str, folder: Path, group_by: str = "'alertname'", config: str | None = None
+) -> Iterator[str]:
+    """A real prometheus-alertmanager posting to the gateway at ``gateway_url``; yields its URL.
+
+    ``config``: a configuration of its own (e.g. ``slack_configs`` pointing at the front doors).
+    """
     binary = need("prometheus-alertmanager")
-    (folder / "am.yml").write_text(ALERTMANAGER_CONFIG.format(url=gateway_url, group_by=group_by))
+    (folder / "am.yml").write_text(config or ALERTMANAGER_CONFIG.format(url=gateway_url, group_by=group_by))
     port = free_port()
     argv = [
         binary,
@@ -393,16 +402,19 @@ def alertmanager(gateway_url: str, folder: Path, group_by: str = "'alertname'") 
 
 
 def slack_env(redis_url: str, slack: Any, **extra: str) -> dict[str, str]:
-    """Settings of a gateway on ``redis_url`` posting to the Slack stand-in; limits far away unless given."""
+    """Settings of a gateway on ``redis_url`` posting to the Slack stand-in; limits far away unless given
+    (or a configuration file gives the tree: the file and the environment may not both)."""
     from slack_standin import TOKEN  # the stand-in's own token
 
+    far = (
+        {} if "NOTIFIER_CONFIG" in extra else {"NOTIFIER_GLOBAL_LIMIT": "1000/1h", "NOTIFIER_CATEGORY_LIMIT": "1000/1h"}
+    )
     return {
         "NOTIFIER_REDIS_URL": redis_url,
         "NOTIFIER_SLACK_BOT_TOKEN": TOKEN,
         "NOTIFIER_SLACK_API_URL": slack.api_url,
         "NOTIFIER_SLACK_CHANNEL": "#alerts",
         "NOTIFIER_DIGEST_INTERVAL": "0",
-        "NOTIFIER_GLOBAL_LIMIT": "1000/1h",
-        "NOTIFIER_CATEGORY_LIMIT": "1000/1h",
+        **far,
         **extra,
     }

@@ -40,6 +40,12 @@ reason in ``refusals`` (a test of a well-behaved sender asserts ``standin.refusa
 
 Content checks come before rate limits, so a refused message is recorded even when throttled.
 
+Each accepted message keeps what its sender gave: text and blocks (``Received.text``/``blocks``,
+current after edits), ``attachments``, ``username``, ``icon_emoji``, ``icon_url`` and the
+``thread_ts`` it named (``sent_thread_ts``; ``thread_ts`` is the thread's root), and the whole
+body in ``raw``; ``message_json`` shows them as Slack's answers do. Forms may carry ``blocks`` and
+``attachments`` as JSON strings, and a webhook message may name a ``thread_ts`` too.
+
 Where the limits come from:
 
 - Block Kit reference: https://docs.slack.dev/reference/block-kit/blocks (section, header,
@@ -123,6 +129,12 @@ class Received:
     channel_id: str = ""
     thread_ts: str | None = None  # the thread's root message ts, for a reply
     edits: list[Edit] = field(default_factory=list)
+    # As the sender gave them (a front-door client's message is posted as sent):
+    attachments: list = field(default_factory=list)
+    username: str | None = None
+    icon_emoji: str | None = None
+    icon_url: str | None = None
+    sent_thread_ts: str | None = None  # the thread_ts the sender named (thread_ts above is the thread's root)
 
 
 @dataclass(frozen=True)
@@ -413,6 +425,7 @@ class SlackStandin:
     ) -> None:
         self.post_rate, self.update_rate = post_rate, update_rate
         self.post_latency = post_latency  # seconds each postMessage takes before it is answered (and stored)
+        self.in_flight = 0  # postMessage calls received and not yet answered
         self.messages: list[Received] = []
         self.calls: list[tuple[float, int]] = []  # (time, status) of postMessage and webhook calls, refused too
         self.update_calls: list[tuple[float, int]] = []  # (time, status) of chat.update calls
@@ -567,9 +580,15 @@ class SlackStandin:
     # -- HTTP handlers
 
     async def _post_message(self, request: web.Request) -> web.Response:
-        if self.post_latency:
-            await asyncio.sleep(self.post_latency)
-        return await self._api_call(request, "chat.postMessage", self._script, self.calls, self._accept_post)
+        with self._lock:
+            self.in_flight += 1
+        try:
+            if self.post_latency:
+                await asyncio.sleep(self.post_latency)
+            return await self._api_call(request, "chat.postMessage", self._script, self.calls, self._accept_post)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
 
     async def _update(self, request: web.Request) -> web.Response:
         return await self._api_call(request, "chat.update", self._update_script, self.update_calls, self._accept_update)
@@ -707,6 +726,11 @@ class SlackStandin:
             self._next_ts(now),
             channel_id,
             thread_ts,
+            attachments=body.get("attachments") or [],
+            username=body.get("username"),
+            icon_emoji=body.get("icon_emoji"),
+            icon_url=body.get("icon_url"),
+            sent_thread_ts=str(body["thread_ts"]) if body.get("thread_ts") else None,
         )
         self.messages.append(message)
         self._by_key[(channel_id, message.ts)] = message
@@ -725,9 +749,10 @@ class SlackStandin:
 
     def _accept_webhook(self, body: dict) -> None:
         check_message(body)
+        thread_ts = self._thread_root(WEBHOOK_CHANNEL_ID, body.get("thread_ts"))  # webhooks may reply in threads
         now = time.time()
         self._spend_post(WEBHOOK_CHANNEL_ID, now)
-        self._store(body, WEBHOOK_CHANNEL_ID, None, now)
+        self._store(body, WEBHOOK_CHANNEL_ID, thread_ts, now)
 
     def _find_for_update(self, body: dict) -> Received:
         channel = str(body.get("channel") or "")
@@ -765,6 +790,8 @@ class SlackStandin:
             message.blocks = body["blocks"] or []
         elif "text" in body:
             message.blocks = []
+        if "attachments" in body:
+            message.attachments = body["attachments"] or []
         message.edits.append(Edit(now, message.text, message.blocks, body))
         self.updates.append((now, message.channel_id, message.ts, message.text, message.blocks))
 
@@ -781,6 +808,9 @@ class SlackStandin:
         }
         if message.thread_ts:
             shown |= {"thread_ts": message.thread_ts, "parent_user_id": BOT_USER_ID}
+        if message.attachments:
+            shown["attachments"] = message.attachments
+        shown |= {k: v for k in ("username", "icon_emoji", "icon_url") if (v := getattr(message, k))}
         if message.edits:
             shown["edited"] = {"user": BOT_USER_ID, "ts": _ts(int(message.edits[-1].at * 1_000_000))}
         return shown
@@ -800,11 +830,12 @@ async def _read_api_body(request: web.Request) -> dict:
     if not isinstance(body, dict):
         raise Rejection("invalid_json", "the body is not a JSON object")
     _check_token(request.headers.get("Authorization", ""), token)
-    if isinstance(body.get("blocks"), str):  # form posts (and some JSON ones) carry blocks as a JSON string
-        try:
-            body["blocks"] = json.loads(body["blocks"])
-        except ValueError:
-            raise Rejection("invalid_blocks_format", "blocks is not valid JSON") from None
+    for name in ("blocks", "attachments"):  # form posts (and some JSON ones) carry them as JSON strings
+        if isinstance(body.get(name), str):
+            try:
+                body[name] = json.loads(body[name])
+            except ValueError:
+                raise Rejection(f"invalid_{name}_format", f"{name} is not valid JSON") from None
     return body
 
 

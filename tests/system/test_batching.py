@@ -16,8 +16,8 @@ from helpers import Gateway
 from notifier.admission.limiter import Limiter
 from notifier.models import Event
 from notifier.settings import load_settings
-from notifier.store.client import connect
 from notifier.store.keys import Keys, Stat
+from notifier.store.topology import connect
 
 
 @pytest.fixture(params=["embedded", "redis"])

@@ -244,3 +244,32 @@ def test_alerts_on_cluster_reopen_acknowledge_escalate_and_list(launch, slack):
     assert status == 200 and [a["dedup_key"] for a in listed["alerts"]] == ["cl-2", "cl-1"], listed
     post = wait_for(lambda: next((m for m in slack.received() if "cl-alert down" in m.text and not m.thread_ts), None))
     wait_for(lambda: any("Not acknowledged after 1s" in r.text for r in slack.replies(post.ts)), 15, what="the step")
+
+
+def test_a_cluster_with_a_password_runs_every_script_on_its_slot_node(slack, tmp_path):
+    """Scripts go to a client of the slot's node alone (sent once): it has the URL's password too."""
+    node = RedisServer(port=cluster_port(), extra=["--cluster-enabled", "yes", "--requirepass", "s3cret"])
+    node.extra += ["--cluster-config-file", f"{node.dir}/nodes.conf"]
+    node.start()
+    admin = redis.Redis(port=node.port, password="s3cret", decode_responses=True)
+    gateway = None
+    try:
+        admin.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+        wait_for(lambda: admin.execute_command("CLUSTER INFO")["cluster_state"] == "ok", 20, what="cluster_state:ok")
+        env = {
+            "NOTIFIER_REDIS_URL": f"redis://:s3cret@127.0.0.1:{node.port}/0",
+            "NOTIFIER_REDIS_CLUSTER": "true",
+            "NOTIFIER_SLACK_BOT_TOKEN": TOKEN,
+            "NOTIFIER_SLACK_API_URL": slack.api_url,
+            "NOTIFIER_SLACK_CHANNEL": "#alerts",
+            "NOTIFIER_DIGEST_INTERVAL": "0",
+        }
+        gateway = Gateway(env, log_dir=str(tmp_path)).start()
+        assert gateway.post({"category": "db", "text": "cl-password"})[0] == 202
+        wait_for(lambda: any("cl-password" in t for t in slack.texts()), 10, what="delivered")
+    finally:
+        if gateway is not None:
+            gateway.stop()
+        admin.close()
+        node.stop()
+        shutil.rmtree(node.dir, ignore_errors=True)

@@ -241,6 +241,44 @@ def test_override_and_restore_a_level_from_the_page(gateways, watched):
     wait_for(lambda: http("GET", second.url + "/v1/limits")[1]["overrides"] == {}, 1.5, what="the other replica")
 
 
+TREE = """
+levels:
+  - {name: global, rules: 100/1h}
+  - {name: channel, key: channel, rules: 5/1h, values: {"#incidents": 50/1h}}
+  - {name: category, key: category, rules: 10/1h}
+routes:
+  - {match: {severity: critical}, channel: "#incidents"}
+"""
+
+
+def test_the_tree_shows_and_a_level_value_is_overridden_and_restored_from_the_page(redis_url, slack, tmp_path, watched):
+    config = tmp_path / "tree.yaml"
+    config.write_text(TREE)
+    gateway = _gateway(redis_url, slack, tmp_path, NOTIFIER_CONFIG=str(config))
+    try:
+        assert gateway.post({"category": "db", "text": "disk", "severity": "critical"})[0] == 202
+        page = watched().open(gateway)
+        levels = page.locator("#levels > li")
+        expect(levels.filter(has_text="channel #incidents")).to_contain_text("1/50")  # a value with its own rules
+        expect(levels.filter(has_text="db")).to_contain_text("1/10")  # a category shows by its name
+        form = page.locator("#override-form")
+        form.get_by_label("Level").fill("channel=#incidents")
+        form.get_by_label("Rules").fill("1/1m")
+        form.get_by_role("button", name="Override", exact=True).click()
+        expect(page.locator("#override-form .note")).to_contain_text("channel now 1/1m until")
+        refused = gateway.post({"category": "web", "text": "down", "severity": "critical"})[1]
+        assert (refused["limit"], refused["value"], refused["rule"]) == ("channel", "#incidents", "1/1m")
+        expect(levels.filter(has_text="channel #incidents")).to_contain_text("override 1/1m")
+        page.locator("#overrides li").filter(has_text="channel=#incidents").get_by_role(
+            "button", name="Restore"
+        ).click()
+        expect(page.locator("#overrides-note")).to_contain_text("Restored channel to 50/1h")
+        assert http("GET", gateway.url + "/v1/limits")[1]["overrides"] == {}
+        _shot(page, "tree")
+    finally:
+        gateway.stop()
+
+
 # --- event content: as text, and behind the token ---
 
 

@@ -10,8 +10,8 @@ from notifier.errors import StoreUnavailable
 from notifier.models import Event
 from notifier.outbox import decode
 from notifier.settings import load_settings
-from notifier.store.client import connect
 from notifier.store.keys import Keys
+from notifier.store.topology import connect
 
 
 @pytest.fixture(params=["embedded", "redis"])
@@ -197,7 +197,7 @@ class FlakyScript:
     def __init__(self) -> None:
         self.calls, self.down, self.forced = 0, True, []
 
-    async def __call__(self, keys, args):
+    async def __call__(self, keys, args, client=None):  # as redis-py's AsyncScript
         from redis.exceptions import ConnectionError as RedisConnectionError
 
         self.calls += 1

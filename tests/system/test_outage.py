@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import redis
 from helpers import Gateway, RedisServer, free_port, wait_for
 
 from notifier.http.app import create_app
@@ -169,3 +172,29 @@ def test_local_limiter_scales_rules_to_replicas():
     assert window.wait(110.5) == (0.0, "")
     muted = LocalWindow(scaled(parse_rules("0/1h"), 3))  # a muted level stays muted in fail_open
     assert muted.wait(100.0) == (3600.0, "0/1h")
+
+
+def store_errors(gateway: Gateway) -> float:
+    raw = gateway.get("/metrics")[1]["_raw"]
+    return float(next(line for line in raw.splitlines() if line.startswith("notifier_store_errors_total")).split()[1])
+
+
+def test_connections_the_store_closed_are_replaced_before_anything_is_sent(own_redis):
+    """Redis closes the gateway's idle connections (as a restart or a failover does): none may carry a request."""
+    gateway = Gateway(gateway_env(own_redis, NOTIFIER_CATEGORY_LIMIT="1000/1m")).start()
+    admin = redis.Redis(port=own_redis.port)
+    try:
+        with ThreadPoolExecutor(8) as pool:  # connections in the pool, each used
+            assert set(pool.map(lambda _: gateway.get("/v1/limits")[0], range(32))) == {200}
+        errors = store_errors(gateway)
+        idle = [c["id"] for c in admin.client_list() if "b" not in c["flags"] and c["cmd"] != "client|list"]
+        for client_id in idle:  # not the delivery worker's blocked read: its failure would be seen
+            admin.client_kill_filter(_id=client_id)
+        time.sleep(0.2)  # the gateway's event loop sees each connection closed
+        statuses = [gateway.post({**EVENT, "text": f"after {i}"})[0] for i in range(8)]
+        statuses += [gateway.get(path)[0] for path in ("/readyz", "/v1/limits", "/v1/stats") * 3]
+        assert len(idle) >= 2 and statuses == [202] * 8 + [200] * 9, (idle, statuses)
+        assert store_errors(gateway) == errors
+    finally:
+        admin.close()
+        gateway.stop()

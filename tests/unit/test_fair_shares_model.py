@@ -31,8 +31,8 @@ from notifier.models import Decision, Event
 from notifier.policy import GLOBAL, Override, Policy
 from notifier.rules import parse_rules
 from notifier.settings import load_settings
-from notifier.store.client import connect
 from notifier.store.scripts import script_source
+from notifier.store.topology import connect
 
 # -- admit.lua on a clock the test sets ------------------------------------------------------
 

@@ -10,9 +10,9 @@ from notifier.models import ANONYMOUS, Decision, Event
 from notifier.policy import Policy
 from notifier.rules import parse_rules
 from notifier.settings import load_settings
-from notifier.store.client import connect
 from notifier.store.keys import Keys
 from notifier.store.scripts import Scripts
+from notifier.store.topology import connect
 
 
 def fallback(**overrides: object) -> tuple[Fallback, object]:
@@ -62,3 +62,40 @@ def test_a_muted_level_stays_muted():
     assert (rule.limit, rule.text) == (0, "0/1h")
     window = LocalWindow([rule])
     assert window.wait(100.0) == (3600.0, "0/1h")
+
+
+TREE = """
+levels:
+  - {name: global, rules: 100/1m}
+  - {name: channel, key: channel, rules: 3/1m, reserves: {critical: 34%}}
+  - {name: category, key: category, rules: 10/1m}
+routes:
+  - {match: {category: "db.*"}, channel: "#db"}
+"""
+
+
+async def test_a_tree_holds_while_the_store_is_down_and_every_level_counts_the_hand_over():
+    import yaml
+
+    from notifier.config import parse_config
+
+    settings = load_settings(digest_interval=0, on_store_error="fail_open", slack_channel="#alerts")
+    limiter, store = build_limiter(settings, connect(None), parse_config(yaml.safe_load(TREE)))
+    keys = Keys("notifier")
+    local = Fallback(settings, store, Scripts(store.redis), keys, Metrics(), limiter)
+    policy = limiter.policy
+    assert outcomes(local, policy, "db-1", 3) == "aad"  # #db: 3 - 1 reserved for critical = 2 shared
+    refused = admit(local, policy, Event(category="db-2", text="x"))
+    assert (refused.level, refused.value, refused.rule) == ("channel", "#db", "3/1m")
+    assert outcomes(local, policy, "db-2", 2, "critical") == "ad"  # the critical reserve: 1 slot
+    assert outcomes(local, policy, "web", 2) == "aa"  # another channel, its own budget
+    assert await local.drain() == 5  # the store answers (it always did, here): handed over
+    client = store.redis
+    assert await client.zcard(keys.bucket_log("global", "")) == 5
+    assert await client.zcard(keys.bucket_log("channel", "#db")) == 3
+    assert await client.zcard(keys.class_log("channel", "#db", "critical")) == 1
+    assert await client.zcard(keys.bucket_log("category", "db-1")) == 2
+    await done(local, limiter)
+    stats = await client.hgetall(keys.stats)
+    assert int(stats[b"accepted"]) == 5 and int(stats[b"level:channel:accepted:#db"]) == 3
+    assert int(stats[b"level:channel:dropped:#db"]) == 3  # the three refusals, counted once the store answers

@@ -10,7 +10,7 @@ from notifier.metrics import Metrics
 from notifier.models import Event, Outcome
 from notifier.routing import Path
 from notifier.settings import load_settings
-from notifier.store.client import connect
+from notifier.store.topology import connect
 
 
 def series(metrics: Metrics, name: str) -> dict[str, float]:

@@ -1,0 +1,157 @@
+"""The front doors' handlers: read the caller and the message, take it, answer in Slack's shape.
+
+Thin on purpose: reading is ``payload.py``, the event and its decision ``intake.py``,
+the answers ``answers.py``. Each handler answers its own errors in its door's shape
+(the app does not wrap them in ``http.answers.answers_errors``, whose answers are the
+gateway's own JSON).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from aiohttp import web
+
+from ...models import Outcome
+from ..auth import EVERYONE, TOKENS, Caller
+from ..state import GATEWAY
+from .answers import (
+    api_error,
+    api_failure,
+    api_ok,
+    api_rate_limited,
+    webhook_failure,
+    webhook_ok,
+    webhook_rate_limited,
+)
+from .intake import Taken, refused_here, take, update
+from .payload import Post, SlackError, api_body, read_post, webhook_body
+
+SEND = "send"
+FORBIDDEN = "action_prohibited"  # the webhook's answer to a channel its token may not post to
+DROPPED = Outcome.DROPPED
+TEAM_ID, BOT_ID = "T0NOTIFIER", "B0NOTIFIER"
+SHOWN = ("text", "blocks", "attachments", "thread_ts", "username", "icon_emoji", "icon_url", "metadata")
+
+
+async def post_webhook(request: web.Request) -> web.StreamResponse:
+    """``POST /services/{a}/{b}/{secret}``: Slack's incoming webhook, the secret a token with scope send."""
+    try:
+        caller = webhook_caller(request)
+        body = webhook_body(await request.read(), request.headers.get("Content-Type", ""))
+        post = read_post(body, "invalid_payload", "invalid_blocks", caller.mentions)
+        gateway = request.app[GATEWAY]
+        decision = refused_here(gateway, caller, post) or (await take(gateway, caller, post, None, FORBIDDEN)).decision
+        dropped = decision.outcome is DROPPED
+        if dropped and caller.refusal == "429":
+            return webhook_rate_limited(decision.retry_after)
+        return webhook_ok(dropped)
+    except Exception as exc:
+        return webhook_failure(request, exc)
+
+
+async def post_message(request: web.Request) -> web.StreamResponse:
+    """``POST /api/chat.postMessage``: answered at once with a gateway ts, mapped to Slack's once posted."""
+    try:
+        caller, post = await read_call(request)
+        gateway = request.app[GATEWAY]
+        ts = await gateway.sent.issue()
+        taken = await take(gateway, caller, post, ts, "channel_not_found")
+        return _answer(caller, taken, {"channel": taken.channel, "ts": ts, "message": shown(post, ts, caller)})
+    except Exception as exc:
+        return api_failure(request, exc)
+
+
+async def chat_update(request: web.Request) -> web.StreamResponse:
+    """``POST /api/chat.update``: the message named by ``ts`` is edited within the edit budget."""
+    try:
+        caller, post = await read_call(request)
+        if not post.ts:
+            raise SlackError("message_not_found", "no ts")
+        if not post.channel:
+            raise SlackError("channel_not_found", "no channel")
+        taken = await update(request.app[GATEWAY], caller, post)
+        text = post.message.get("text", "")
+        answer = {"channel": post.channel, "ts": post.ts, "text": text, "message": shown(post, post.ts, caller)}
+        return _answer(caller, taken, answer)
+    except Exception as exc:
+        return api_failure(request, exc)
+
+
+async def auth_test(request: web.Request) -> web.StreamResponse:
+    """``POST /api/auth.test``: who the token is."""
+    try:
+        caller = api_caller(request, api_body(await request.read(), request.headers.get("Content-Type", "")))
+        return api_ok(
+            {
+                "url": f"{request.scheme}://{request.host}/",
+                "team": "notifier",
+                "user": caller.name,
+                "team_id": TEAM_ID,
+                "user_id": user_id(caller.name),
+                "bot_id": BOT_ID,
+                "is_enterprise_install": False,
+            }
+        )
+    except Exception as exc:
+        return api_failure(request, exc)
+
+
+async def unknown_method(request: web.Request) -> web.StreamResponse:
+    """Any other Web API method: Slack's ``unknown_method``."""
+    return api_error("unknown_method", 404)
+
+
+def _answer(caller: Caller, taken: Taken, body: dict[str, Any]) -> web.StreamResponse:
+    if taken.dropped and caller.refusal == "429":
+        return api_rate_limited(taken.decision.retry_after)
+    return api_ok(body, taken.dropped)
+
+
+async def read_call(request: web.Request) -> tuple[Caller, Post]:
+    """The caller of a Web API call that sends a message (scope send), and the message."""
+    body = api_body(await request.read(), request.headers.get("Content-Type", ""))
+    caller = api_caller(request, body, SEND)
+    return caller, read_post(body, "invalid_arguments", "msg_too_long", caller.mentions)
+
+
+def webhook_caller(request: web.Request) -> Caller:
+    """The caller whose token is the webhook's secret (any secret while no tokens are configured)."""
+    tokens = request.app[TOKENS]
+    if tokens.open:
+        return EVERYONE
+    caller = tokens.identify(request.match_info["secret"])
+    if caller is None:
+        raise SlackError("no_service", "unknown secret")
+    if not caller.may(SEND):
+        raise SlackError("action_prohibited", f"token {caller.name!r} lacks scope {SEND!r}")
+    return caller
+
+
+def api_caller(request: web.Request, body: dict[str, Any], scope: str | None = None) -> Caller:
+    """The caller of a Web API call: ``Authorization: Bearer`` or a ``token`` field."""
+    tokens = request.app[TOKENS]
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    presented = given.strip() if scheme.lower() == "bearer" and given.strip() else body.get("token")
+    if tokens.open:
+        return EVERYONE
+    if not isinstance(presented, str) or not presented:
+        raise SlackError("not_authed", "no token")
+    caller = tokens.identify(presented)
+    if caller is None:
+        raise SlackError("invalid_auth", "unknown token")
+    if scope is not None and not caller.may(scope):
+        raise SlackError("missing_scope", f"token {caller.name!r} lacks scope {scope!r}")
+    return caller
+
+
+def user_id(name: str) -> str:
+    """A stable Slack-like user id for a token's name."""
+    return "U" + hashlib.sha256(name.encode()).hexdigest()[:10].upper()
+
+
+def shown(post: Post, ts: str, caller: Caller) -> dict[str, Any]:
+    """The message as Slack's answers show it."""
+    own = {name: post.message[name] for name in SHOWN if name in post.message}
+    return {"type": "message", "user": user_id(caller.name), "bot_id": BOT_ID, **own, "ts": ts}

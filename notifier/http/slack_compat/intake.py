@@ -1,0 +1,127 @@
+"""A front-door message as an event: its source, category, channel, and the limits' decision.
+
+Each message is an event of its source (the token's name): its category is the
+category of the first route matching its source and the channel it names, else
+the source's name; its channel the one it names (which the token's ``channels``
+must allow), else the route's, else the default; its text its ``text`` or a plain
+rendering. It then passes the tree like any event. A reply to a refused message is
+refused as its parent was (counted as dropped), without asking the limits.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import NamedTuple
+
+from ...models import Decision, Event, Outcome
+from ...policy import Policy
+from ...routing import Path, Router
+from ..auth import Caller
+from ..input import unknown_category
+from ..state import Gateway
+from .payload import Post, SlackError
+
+_NOT_CATEGORY = re.compile(r"[^A-Za-z0-9_.:\-]+")
+ANYWHERE = ("*",)  # a token's channels when it names none
+UNREAD = "(not read yet)"  # the text of an event until it goes to the store (see ``with_text``)
+
+
+class Taken(NamedTuple):
+    """What became of a message at the door: the decision, and the channel it goes to."""
+
+    decision: Decision
+    channel: str
+
+    @property
+    def dropped(self) -> bool:
+        return self.decision.outcome is Outcome.DROPPED
+
+
+def category_of(source: str, channel: str | None, policy: Policy) -> str:
+    """The category of a front-door message: its route's ``category``, else its source's name (made valid)."""
+    category = _category(policy.router, source, channel or "")
+    if unknown_category(category, policy):  # NOTIFIER_CATEGORIES names it not: this token may not send
+        raise SlackError("action_prohibited", f"category {category!r} is not one NOTIFIER_CATEGORIES names")
+    return category
+
+
+@functools.lru_cache(maxsize=1024)  # a storm's messages come from a few tokens to a few channels
+def _category(router: Router, source: str, channel: str) -> str:
+    route = router.match({"source": source, "channel": channel})
+    named = route.category if route is not None and route.category else source
+    return _NOT_CATEGORY.sub("_", named)[:64] or "slack"
+
+
+Routed = tuple[Event, Path]
+# (router, token name, channel named) -> the event of such messages before their text is read, and its
+# path: both depend on nothing else (policy snapshots share one router, which interns paths). Events
+# are frozen: one serves every message. The storm path of the webhook door: one lookup.
+_routed: dict[tuple[Router, str, str | None], Routed] = {}
+MAX_ROUTED = 1024
+
+
+def routed(gateway: Gateway, caller: Caller, post: Post, forbidden: str) -> Routed:
+    """The event of ``post`` and its path; ``forbidden`` (Slack's code) when the token may not post there.
+
+    The event's text comes with :func:`with_text` when it goes to the store (a refused message's
+    text is never read).
+    """
+    admission = gateway.admission
+    key = (admission.limiter.policy.router, caller.name, post.channel)
+    known = _routed.get(key)
+    if known is None:
+        category = category_of(caller.name, post.channel, admission.limiter.policy)
+        event = Event(category=category, text=UNREAD, title=None, dedup_key=None)
+        if len(_routed) >= MAX_ROUTED:
+            _routed.clear()
+        known = _routed[key] = (event, admission.route(event, caller.name, post.channel))
+    channel = known[1].channel
+    if caller.channels != ANYWHERE and not caller.may_post_to(channel):  # a glob match costs 0.9 us
+        raise SlackError(forbidden, f"token {caller.name!r} may not post to {channel!r}")
+    return known
+
+
+def refused_here(gateway: Gateway, caller: Caller, post: Post) -> Decision | None:
+    """The refusal of a webhook message this replica decides by itself (no I/O, counted), else None.
+
+    The storm path: a plain call, so a storm's refusals await nothing (as ``POST /v1/events``).
+    """
+    if "thread_ts" in post.message:
+        return None
+    event, path = routed(gateway, caller, post, "action_prohibited")
+    return gateway.admission.decide_here(event, path)
+
+
+async def take(gateway: Gateway, caller: Caller, post: Post, ts: str | None, forbidden: str) -> Taken:
+    """Decide ``post`` from ``caller``, known to its client by the gateway ts ``ts`` (if any).
+
+    A message with a ts always goes to the store, which records its fate under the ts with
+    its decision (a replica's own refusal would leave none).
+    """
+    event, path = routed(gateway, caller, post, forbidden)
+    admission = gateway.admission
+    parent = post.message.get("thread_ts")
+    refused_by = (await gateway.sent.fate(parent)).refused_by if parent else ""
+    if refused_by:
+        return Taken(admission.refuse(path, refused_by), path.channel)
+    decision = admission.decide_here(event, path) if ts is None else None
+    if decision is None:
+        message = {**post.message, "ts": ts} if ts else post.message
+        decision = await admission.decide_in_store(with_text(event, post), path, caller.name, message)
+    return Taken(decision, path.channel)
+
+
+def with_text(event: Event, post: Post) -> Event:
+    """``event`` with the message's text (or its plain rendering): what digests, the console and hand-overs show."""
+    return event.model_copy(update={"text": post.text})
+
+
+async def update(gateway: Gateway, caller: Caller, post: Post) -> Taken:
+    """A ``chat.update`` of the message ``post.ts``: its edit is queued (the latest wins), or, for
+    a refused message, refused as it was."""
+    _, path = routed(gateway, caller, post, "channel_not_found")
+    refused_by = await gateway.sent.update(str(post.ts), str(post.channel), post.message)
+    if refused_by:
+        return Taken(gateway.admission.refuse(path, refused_by), path.channel)
+    return Taken(Decision(Outcome.ACCEPTED, ""), path.channel)

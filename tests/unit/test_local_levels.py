@@ -1,0 +1,79 @@
+"""What a replica knows of full levels (admission/local.py): the level it names, and when a key known
+refused may be refused without the store."""
+
+from __future__ import annotations
+
+import yaml
+
+from notifier.admission.batch import Wait
+from notifier.admission.local import FullLevels
+from notifier.config import parse_config
+from notifier.models import Event
+from notifier.policy import Policy
+from notifier.settings import load_settings
+
+TREE = """
+levels:
+  - {name: global, rules: 100/30m, reserves: {critical: 10%, "category=pay": 10%, "channel=#x": 5%}}
+  - {name: channel, key: channel, rules: 40/30m}
+  - {name: category, key: category, rules: 10/1m}
+routes:
+  - {match: {category: "x.*"}, channel: "#x"}
+"""
+
+
+def policy(text: str = TREE) -> Policy:
+    return Policy.from_settings(load_settings(slack_channel="#alerts"), parse_config(yaml.safe_load(text)))
+
+
+def path(policy: Policy, category: str, severity: str = "info"):
+    return policy.route(Event(category=category, text="t", severity=severity), "anonymous")
+
+
+def test_the_classes_an_alert_s_events_could_have_where_they_all_count_alike():
+    p = policy()
+    levels = FullLevels(p)
+    # db: critical, or (channel=#x may match another event of the key, routed by its fields) or none
+    assert levels._alike_cells(path(p, "db")) == (((0, "", 1), (0, "", 3), (0, "", 0)), ((2, "db", 0),))
+    # pay: critical, or surely its category's class: never none
+    assert levels._alike_cells(path(p, "pay")) == (((0, "", 1), (0, "", 2)), ((2, "pay", 0),))
+
+
+def test_a_key_is_refused_locally_only_when_no_class_of_its_events_has_room():
+    """Learnt at 100.0 (a call sent then), asked at 100.5."""
+    p = policy()
+    levels = FullLevels(p)
+    db = path(p, "db")
+    full, room = Wait(60_000_000, 1), Wait(0, 0)
+    levels.learn(db, (full, room, room), sent=100.0)  # the root full for no class (db's class here)
+    assert levels.refusal(db, 100.5) is not None  # any event of this kind: refused, naming the root
+    assert levels.refusal(db, 100.5, keyed=True) is None  # a critical event of the key could still pass
+    levels.learn(path(p, "db", "critical"), (full, room, room), sent=100.0)  # the critical class full too
+    assert levels.refusal(db, 100.5, keyed=True) is None  # and #x's reserve could take another of its events
+    levels.learn(path(p, "x1"), (full, room, room), sent=100.0)
+    block = levels.refusal(db, 100.5, keyed=True)
+    assert block is not None and block[2] == "global"  # every class full: refused here
+    assert levels.refusal(db, 101.5) is None  # room below the root is believed a second (reserves at the root)
+
+
+def test_a_full_category_refuses_a_key_whatever_its_class():
+    p = policy()
+    levels = FullLevels(p)
+    db = path(p, "db")
+    room, full = Wait(0, 0), Wait(30_000_000, 1)
+    levels.learn(db, (Wait(10_000_000, 1), room, full), sent=100.0)
+    block = levels.refusal(db, 100.5, keyed=True)
+    assert block is not None and (block[2], block[3]) == ("category", "db")  # the one full longest
+
+
+def test_a_level_not_known_is_bounded_by_its_longest_window():
+    """The category (10/1m) can stay full a minute at most: a root full for longer than that names the root
+    without knowing the category; full for less, the store is asked."""
+    p = policy()
+    levels = FullLevels(p)
+    web = path(p, "web")
+    levels.blocked[web.cells[0]] = (100.0 + 300, 0, "global", None, "100/30m")
+    levels.open[web.cells[1]] = 1e9
+    assert levels.refusal(web, 100.0) is not None  # 300 s > 60 s
+    levels.blocked[web.cells[0]] = (100.0 + 30, 0, "global", None, "100/30m")
+    assert levels.refusal(web, 100.0) is None  # 30 s < 60 s: the category could name itself
