@@ -100,14 +100,10 @@ def test_the_team_s_shape_arrives_with_the_values_of_the_event(redis_url, slack,
     )
     gateway = start(redis_url, slack, path, tmp_path)
     try:
-        event = {
-            "category": "pay",
-            "title": "Card payments failing",
-            "text": "3% of card payments fail",
-            "severity": "error",
-            "fields": {"region": "eu-west-1", "service": "checkout"},
-            "links": [{"text": "Dashboard", "url": "https://grafana.example/d/pay?from=now-1h&to=now"}],
-        }
+        dashboard = {"text": "Dashboard", "url": "https://grafana.example/d/pay?from=now-1h&to=now"}
+        fields = {"region": "eu-west-1", "service": "checkout"}  # not in the template's order
+        event = {"category": "pay", "title": "Card payments failing", "text": "3% of card payments fail"}
+        event |= {"severity": "error", "fields": fields, "links": [dashboard]}
         status, answer, _ = gateway.post(event)
         assert status == 202, answer
         [message] = delivered(slack, 1)
