@@ -19,7 +19,9 @@ levels are full) and ``links-50`` (50 other admitted keys, each event with two l
 ``gateway``; ``alerts-critical`` (5,000 keys, one in ten critical) on ``reserves`` and
 ``tree``; ``webhook`` (Alertmanager's ``slack_configs`` payloads, about 1.5 KB with an
 attachment, on the incoming-webhook door of ``gateway``, beside a bare app that parses
-them and answers ``ok``).
+them and answers ``ok``); ``templates``: the plain storm on a fourth gateway whose
+configuration file gives every category a route and a message template of its own
+(rendered at delivery, so admission should not notice).
 Also measures, in the same run: admit.lua with a batch of 1 vs a plain PING from
 redis-py, Redis CPU per decision (INFO commandstats) and memory per tracked event.
 Servers are pinned to core 0, wrk and Redis to the last core (when taskset exists),
@@ -30,12 +32,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -60,7 +64,7 @@ SCENARIOS = {
 }
 WEBHOOK = "/services/T0000/B0000/bench-secret"  # the incoming-webhook door (no tokens: any secret)
 # Scenario -> the gateways it is measured on (each beside the baseline).
-MEASURED_ON = {"plain": ("gateway", "reserves", "tree"), "alerts-critical": ("reserves", "tree")}
+MEASURED_ON = {"plain": ("gateway", "reserves", "tree", "templates"), "alerts-critical": ("reserves", "tree")}
 TREE = HERE / "tree.yaml"
 
 
@@ -172,6 +176,25 @@ ACTING = {
     "NOTIFIER_MUTE_CHOICES": "15m,1h,4h,24h,7d",
     "NOTIFIER_SLACK_SIGNING_SECRET": "bench-signing-secret",
 }
+
+
+def templates_config() -> str:
+    """A configuration file: every category routed to a channel with a template of its own."""
+    templates = {
+        f"storm-{c}": {
+            "text": f"storm {c}: {{{{ title or category }}}}: {{{{ text }}}}",
+            "blocks": [
+                {"type": "header", "text": {"type": "plain_text", "text": f"Storm {c}: {{{{ category }}}}"}},
+                {"type": "section", "text": {"type": "mrkdwn", "text": "*{{ fields.host|default('-') }}* {{ text }}"}},
+                {"type": "context", "elements": [{"type": "mrkdwn", "text": "{{ severity }} from {{ source }}"}]},
+            ],
+        }
+        for c in range(20)
+    }
+    routes = [{"match": {"category": name}, "channel": "#storm", "template": name} for name in templates]
+    path = Path(tempfile.mkdtemp(prefix="notifier-bench-")) / "templates.yml"
+    path.write_text(json.dumps({"routes": routes, "templates": templates}))  # JSON is YAML
+    return str(path)
 
 
 def saturate(gateway: Gateway) -> None:
@@ -351,9 +374,12 @@ def main() -> None:
     )
     parser.add_argument("--token", action="store_true", help="the gateways require a token; every request has it")
     parser.add_argument("--gateway-command", help="the notifier command to bench (default: the installed one)")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated, of: " + ", ".join(SCENARIOS))
+    every = [*SCENARIOS, "templates"]
+    parser.add_argument("--scenarios", default=",".join(every), help="comma-separated, of: " + ", ".join(every))
     args = parser.parse_args()
     args.scenarios = args.scenarios.split(",")
+    if "templates" in args.scenarios and "plain" not in args.scenarios:
+        args.scenarios.append("plain")  # the templated gateway's storm is the plain one, measured beside it
     if args.quick:
         args.rounds, args.seconds = 3, 2
     if not shutil.which("wrk"):
@@ -380,10 +406,14 @@ def main() -> None:
     tree = Gateway(
         {**own, "NOTIFIER_CONFIG": str(TREE), "NOTIFIER_KEY_PREFIX": "tree"}, wrapper=pin(0), command=command
     ).start()
+    templated = None
+    if "templates" in args.scenarios:
+        config = {**limits, "NOTIFIER_KEY_PREFIX": "templates", "NOTIFIER_CONFIG": templates_config()}
+        templated = Gateway(config, wrapper=pin(0), command=command).start()
     baseline, baseline_url = start_baseline()
     try:
         admit_alerts(gateway)
-        for each in (gateway, reserves, tree):
+        for each in (gateway, reserves, tree, *([templated] if templated else [])):
             saturate(each)
         print(
             f"storm: {args.rounds} rounds x {args.seconds:g} s, {args.connections} connections, "
@@ -395,6 +425,7 @@ def main() -> None:
             "gateway": (gateway.url, gateway.proc.pid),
             "reserves": (reserves.url, reserves.proc.pid),
             "tree": (tree.url, tree.proc.pid),
+            **({"templates": (templated.url, templated.proc.pid)} if templated else {}),
             "baseline": (baseline_url, baseline.pid),
         }
         r = storm_rounds(servers, client, args)
@@ -418,6 +449,8 @@ def main() -> None:
         gateway.stop()
         reserves.stop()
         tree.stop()
+        if templated:
+            templated.stop()
         baseline.terminate()
         baseline.wait(10)
         server.stop()

@@ -21,9 +21,7 @@ from notifier.config import NOT_YET, Config
 from notifier.rules import Rule, rules_text
 
 # Fields of features not served yet (model, field) -> the feature; refused or without effect today.
-LATER = {
-    ("RouteConfig", "template"): "message templates",
-}
+LATER: dict[tuple[str, str], str] = {}
 # Type names as the file's reader knows them, by the parser that reads them.
 NAMED = {"_rules": "rules (`COUNT/DURATION`, several separated by commas)", "_share": "share (`N%` or `N.N%`)"}
 

@@ -1,6 +1,6 @@
 """The ``notifier`` command: ``serve`` runs the gateway; ``status``, ``mute``, ``unmute``, ``ack``,
-``unack`` and ``maintenance`` talk to one; ``check-config`` and ``route`` read a configuration file;
-``token new`` makes a token for it.
+``unack`` and ``maintenance`` talk to one; ``check-config``, ``route`` and ``render`` read a
+configuration file; ``token new`` makes a token for it.
 
 A start-up problem (a bad setting, a missing env file, a port in use) is one
 line on stderr naming the variable, file or port, and exit status 2; a bad
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import socket
 import sys
@@ -18,13 +19,16 @@ from collections.abc import Callable
 
 from . import terminal
 from .config import EMPTY, Config, load_config
-from .errors import ConfigError, SettingsError
-from .explain import explain_route, summary
+from .errors import ConfigError, SettingsError, TemplateError
+from .explain import explain_route, render_entry, summary
 from .policy import Policy
 from .settings import Settings, load_settings, unknown_variables
+from .slack.messages import MessageState, shaped_message
+from .slack.templates import Templates, check_templates, context
 from .tokens import comma_list, new_token
 
 log = logging.getLogger("notifier")
+BUILDER = "https://app.slack.com/block-kit-builder"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,6 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     route.add_argument("--config", metavar="FILE", help="the configuration file (default: NOTIFIER_CONFIG)")
     route.add_argument("keys", nargs="+", metavar="KEY=VALUE", help="category=db severity=critical field:team=db ...")
     route.set_defaults(run=_route)
+    render = commands.add_parser("render", help="print the Block Kit JSON a template makes for an event")
+    render.add_argument("--config", metavar="FILE", help="the configuration file (default: NOTIFIER_CONFIG)")
+    render.add_argument("template", help="the template's name")
+    render.add_argument(
+        "keys", nargs="*", metavar="KEY=VALUE", help="text=... title=... category=db field:team=db link:Runbook=URL ..."
+    )
+    render.set_defaults(run=_render)
     new_token = _token_parser(commands)
     status = commands.add_parser("status", help="show limits and totals of a running gateway")
     status.set_defaults(run=lambda args, settings: terminal.show(_url(args, settings), _token(args, settings)))
@@ -98,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
             _url(args, settings), _token(args, settings), args.name, _window_body(args)
         )
     )
-    for sub in (serve, status, mute, unmute, ack, unack, window, check, route, new_token):
+    for sub in (serve, status, mute, unmute, ack, unack, window, check, route, render, new_token):
         sub.add_argument("--env-file", help="read NOTIFIER_* settings from this file too")
     for sub in (status, mute, unmute, ack, unack, window):
         sub.add_argument("--url", default=None, help="gateway URL (default: from NOTIFIER_HOST/NOTIFIER_PORT)")
@@ -137,9 +148,18 @@ def _new_token(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _config(path: str | None, settings: Settings) -> Config:
-    """The configuration file at ``path`` (else ``NOTIFIER_CONFIG``), checked; none is an empty one."""
+    """The configuration file at ``path`` (else ``NOTIFIER_CONFIG``), checked; none is an empty one.
+
+    Its templates are compiled (one that does not is a problem) and tried on a sample event
+    (one that fails is a warning, on stderr).
+    """
     path = path or settings.config
-    return load_config(path, settings) if path else EMPTY
+    if not path:
+        return EMPTY
+    config = load_config(path, settings)
+    for warning in check_templates(config.templates, path):
+        print(f"notifier: warning: {warning}", file=sys.stderr)
+    return config
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -152,7 +172,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
 def _check_config(args: argparse.Namespace, settings: Settings) -> int:
     try:
-        config = load_config(args.file, settings)
+        config = _config(args.file, settings)
     except ConfigError as exc:
         return _fail_all(exc.problems)
     print(f"{args.file}: ok")
@@ -171,6 +191,31 @@ def _route(args: argparse.Namespace, settings: Settings) -> int:
         return _fail_all(exc.problems)
     except ValueError as exc:  # pydantic's ValidationError is one
         return _fail(str(exc).splitlines()[0] if "validation error" not in str(exc) else _first_problem(exc))
+    return 0
+
+
+def _render(args: argparse.Namespace, settings: Settings) -> int:
+    """Print the message ``args.template`` makes for the event of ``args.keys``, as Block Kit JSON."""
+    if any("=" not in key for key in args.keys):
+        return _fail("give each key as KEY=VALUE, e.g. text='disk full' field:team=db")
+    try:
+        config = _config(args.config, settings)
+        entry = render_entry(Policy.from_settings(settings, config), dict(k.partition("=")[::2] for k in args.keys))
+        templates = Templates(config.templates)
+        try:
+            own, text = asyncio.run(templates.render(args.template, context(entry)))
+        finally:
+            templates.close()
+    except ConfigError as exc:
+        return _fail_all(exc.problems)
+    except TemplateError as exc:
+        return _fail(f"template {args.template} fails for this event ({exc}): it would be posted in the built-in shape")
+    except ValueError as exc:
+        return _fail(_first_problem(exc) if "validation error" in str(exc) else str(exc).splitlines()[0])
+    message = shaped_message(entry.channel, own, text, {**entry.event, "category": entry.category}, MessageState())
+    print(json.dumps({"blocks": message.blocks}, indent=2, ensure_ascii=False))
+    print(f"notifier: the message's text (notifications, screen readers): {message.text}", file=sys.stderr)
+    print(f"notifier: to see it, paste the JSON above into {BUILDER} (Slack's Block Kit Builder)", file=sys.stderr)
     return 0
 
 

@@ -36,9 +36,7 @@ RESERVED_SOURCES = ("anonymous", "global")  # no token may be named so: they mea
 TREE_SETTINGS = ("global_limit", "category_limit", "category_limits", "category_reserves", "critical_reserve")
 ROUTE_SETTINGS = ("category_channels",)
 # Parts of the schema whose feature is not there yet: refused, never accepted and ignored.
-NOT_YET: dict[str, str] = {
-    "templates": "message templates are not supported yet",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def valid_key(key: str) -> bool:
@@ -117,6 +115,8 @@ class RouteConfig(_Part):
     channel: str = Field(min_length=1, max_length=200)
     """The channel the matching events go to."""
     template: str | None = None
+    """The template (a name in `templates`) that shapes the matching events' messages; none: `default` if there
+    is one, else the built-in shape."""
     category: str | None = Field(None, pattern=CATEGORY_PATTERN)
     """The category of front-door messages it matches (they come without one); else the token's name."""
 
@@ -140,7 +140,11 @@ class TemplateConfig(_Part):
     """A message shape: ``text`` (required) and Block Kit ``blocks``; every string is a Jinja2 template."""
 
     text: str = Field(min_length=1)
+    """The message's text: the notification and what screen readers say. A Jinja2 template that sees the event:
+    `category`, `text`, `title`, `severity`, `status`, `fields`, `dedup_key`, `links`, `source`, `channel`, `id`."""
     blocks: list[dict[str, Any]] | None = None
+    """Block Kit blocks, every string in them a Jinja2 template like `text`; values are escaped for Slack where
+    they are put, `link(url, text)` makes a link of values. None: the text alone."""
 
 
 class Config(_Part):
@@ -154,6 +158,8 @@ class Config(_Part):
     tokens: dict[str, TokenConfig] = {}
     """Token name -> its hash and what it may do; the name is the source of what it sends."""
     templates: dict[str, TemplateConfig] = {}
+    """Template name -> a message shape, picked by a route's `template`; one named `default` shapes every event no
+    route gives a template. Checked at start-up: one that does not compile stops it."""
 
 
 EMPTY = Config.model_validate({})

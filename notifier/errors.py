@@ -5,6 +5,7 @@
     NotifierError
     ├── SettingsError        a setting has a bad value; the message names the variable
     ├── ConfigError          the configuration file has problems; one line each, naming the place
+    ├── TemplateError        a message template failed for one event: it takes the built-in shape
     ├── StoreUnavailable     the store did not answer (raised only by ``store.client``); nothing changed
     │   └── ReplyLost        a call sent whose reply did not come: it may have run
     ├── InDoubt              a 503 whose event may have been admitted; ``id`` names it
@@ -36,6 +37,14 @@ class ConfigError(NotifierError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+
+
+class TemplateError(NotifierError):
+    """A message template failed for one event (an undefined value, a block Slack would refuse, too slow).
+
+    The event is not lost: it is posted in the built-in shape. The message says why, once per
+    template and reason in the log.
+    """
 
 
 class StoreUnavailable(NotifierError):

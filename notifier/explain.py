@@ -1,6 +1,6 @@
-"""What ``notifier check-config`` and ``notifier route`` print: the tree, routes and tokens, in words.
+"""What ``notifier check-config``, ``notifier route`` and ``notifier render`` read and print.
 
-Both read a configuration file (and the settings of the environment) without
+Each reads a configuration file (and the settings of the environment) without
 starting anything. Token hashes are never printed.
 """
 
@@ -10,10 +10,16 @@ from collections.abc import Iterator, Mapping
 
 from .config import FIELD_PREFIX, Config
 from .models import ANONYMOUS, Event
+from .outbox import EventEntry
 from .policy import Policy
 from .routing import Route
 from .rules import format_share, rules_text
 from .tree import Level, Reserves
+
+ROUTE_KEYS = ("category", "source", "severity", "status", "channel")  # what `notifier route` takes
+RENDER_KEYS = ("text", "title", "dedup_key", "id")  # and `notifier render` too
+EVENT_VALUES = ("category", "text", "title", "severity", "status", "dedup_key")  # the event's own
+LINK_PREFIX = "link:"
 
 
 def summary(policy: Policy, config: Config) -> str:
@@ -65,17 +71,7 @@ def _token_extras(channels: tuple[str, ...], mentions: bool) -> str:
 def explain_route(policy: Policy, given: Mapping[str, str]) -> str:
     """Where an event with ``given`` keys (``category=db``, ``field:team=db``, ...) goes, and its
     value and rules at every level. ``ValueError`` for a key or value an event cannot have."""
-    fields = {k.removeprefix(FIELD_PREFIX): v for k, v in given.items() if k.startswith(FIELD_PREFIX)}
-    plain = {k: v for k, v in given.items() if not k.startswith(FIELD_PREFIX)}
-    unknown = set(plain) - {"category", "source", "severity", "status", "channel"}
-    if unknown:
-        raise ValueError(
-            f"unknown key {sorted(unknown)[0]!r}: give category, source, severity, status, channel or field:NAME"
-        )
-    event = Event.model_validate(
-        {"category": plain.get("category", "-"), "text": "-", "fields": fields}
-        | {k: plain[k] for k in ("severity", "status") if k in plain}
-    )
+    event, plain = _event(given)
     path = policy.route(event, plain.get("source", ANONYMOUS), plain.get("channel"))
     lines = [f"channel: {path.channel}", f"template: {path.template or '(the built-in shape)'}", "levels:"]
     for index, (level, value) in enumerate(zip(policy.tree, path.values, strict=True)):
@@ -87,3 +83,29 @@ def explain_route(policy: Policy, given: Mapping[str, str]) -> str:
             f"  {level.name} = {shown}: {rules_text(policy.rules_for(index, value))}{_reserves(reserves)}{own}"
         )
     return "\n".join(lines)
+
+
+def render_entry(policy: Policy, given: Mapping[str, str]) -> EventEntry:
+    """The outbox entry of an event with ``given`` keys (``text=...``, ``field:team=db``, ``link:Runbook=URL``...)
+    as ``notifier render`` shows it, routed like any. ``ValueError`` for a key or value an event cannot have."""
+    event, plain = _event(given, RENDER_KEYS)
+    source = plain.get("source", ANONYMOUS)
+    path = policy.route(event, source, plain.get("channel"))
+    body = event.model_dump(mode="json", exclude_none=True)
+    return EventEntry(plain.get("id", "0-0"), event.category, path.channel, body, 0.0, source=source)
+
+
+def _event(given: Mapping[str, str], more: tuple[str, ...] = ()) -> tuple[Event, dict[str, str]]:
+    """The event ``given`` describes, and its plain keys: :data:`ROUTE_KEYS`, ``field:NAME``, and
+    the keys in ``more`` (then ``link:TEXT=URL`` too)."""
+    prefixes = (FIELD_PREFIX, LINK_PREFIX) if more else (FIELD_PREFIX,)
+    plain = {k: v for k, v in given.items() if not k.startswith(prefixes)}
+    known = (*ROUTE_KEYS, *more)
+    unknown = set(plain) - set(known)
+    if unknown:
+        also = " or link:TEXT" if more else ""
+        raise ValueError(f"unknown key {sorted(unknown)[0]!r}: give {', '.join(known)}, field:NAME{also}")
+    fields = {k.removeprefix(FIELD_PREFIX): v for k, v in given.items() if k.startswith(FIELD_PREFIX)}
+    links = [{"text": k.removeprefix(LINK_PREFIX), "url": v} for k, v in given.items() if k.startswith(LINK_PREFIX)]
+    body = {"category": "-", "text": "-", **{k: v for k, v in plain.items() if k in EVENT_VALUES}}
+    return Event.model_validate({**body, "fields": fields, "links": links}), plain

@@ -232,6 +232,12 @@ class Metrics:
         self.replies = Counter(
             "notifier_replies", "Resolutions posted (in their alert's thread where the sink can)", registry=r
         )
+        self.template_errors = Counter(
+            "notifier_template_errors",
+            "Events posted in the built-in shape because their template failed for them, by template",
+            ["template"],
+            registry=r,
+        )
 
     def _level_metrics(self, r: CollectorRegistry) -> None:
         self.global_used = Gauge(

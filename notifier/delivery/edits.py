@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,14 +40,14 @@ from ..slack.messages import (
     acknowledged_line,
     edited_message,
     escape,
-    event_message,
 )
 from ..slack.sinks import Posted, Sink
+from ..slack.templates import Templates
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..tasks import until_answered
-from .pacing import Bucket, Pacer
+from .pacing import Bucket, Pacer, backoff
 
 log = logging.getLogger(__name__)
 
@@ -123,20 +122,37 @@ class Record:
             ack=(UNACK if self.acknowledged_by else ACK) if choices and self.open else "",
         )
 
-    def message(self, choices: tuple[str, ...]) -> Message | None:
-        """The message as it should read now, or None when the record cannot say (``choices``: see :meth:`state`)."""
+    async def message(self, choices: tuple[str, ...], templates: Templates) -> Message | None:
+        """The message as it should read now, or None when the record cannot say (``choices``: see :meth:`state`).
+
+        An alert's message is made again from its first event, in its template's shape.
+        """
         posted, entry = self.posted, self.event_entry
         if posted is None:
             return None
         if "m" in self.fields:  # a front-door client's update of its message: as sent
             return as_updated(posted.channel_id, orjson.loads(self.fields["m"]))
         if entry is not None:
-            return event_message(posted.channel_id, {**entry.event, "category": entry.category}, self.state(choices))
+            return await templates.message(entry, posted.channel_id, self.state(choices))
         base = json.loads(self.fields.get("base", "[]"))
         category = self.fields.get("category", "")
         return edited_message(
             posted.channel_id, base, self.fields.get("text", ""), self.state(choices or (MUTE_FOR,)), category
         )
+
+
+async def post_of(
+    store: Store, entry: EventEntry, choices: tuple[str, ...], templates: Templates
+) -> tuple[Message, int]:
+    """An event's post, and the version of its alert's record it shows (0: not an alert, or its record is gone).
+
+    An alert's post shows the state its record holds now (``choices``: see :meth:`Record.state`).
+    """
+    record = await until_answered("reading a record", read_record, store, entry.record) if entry.record else None
+    if record is None or record.fields.get("id") != entry.id:
+        state = MessageState(button=MUTE if choices else "", choices=choices)
+        return await templates.message(entry, entry.channel, state), 0
+    return await templates.message(entry, entry.channel, record.state(choices)), record.version
 
 
 async def read_record(store: Store, key: str) -> Record | None:
@@ -157,9 +173,11 @@ class Editor:
         sink: Sink,
         metrics: Metrics,
         choices: tuple[str, ...],
+        templates: Templates,
     ) -> None:
         self._store, self._scripts, self._keys = store, scripts, keys
         self._sink, self._metrics, self._choices = sink, metrics, choices
+        self._templates = templates
         self._pacer = Pacer(store, scripts, update_rate)
         self._bucket = Bucket(keys.update_pace, keys.update_cooldown, keys.cooldown_all)
         self._failures: dict[str, int] = {}
@@ -193,7 +211,7 @@ class Editor:
 
     async def _edit(self, key: str) -> None:
         record = await until_answered("reading a record", read_record, self._store, key)
-        message = record.message(self._choices) if record else None
+        message = await record.message(self._choices, self._templates) if record else None
         if record is None or message is None or record.posted is None:
             await self._done(key, "drop")
             return
@@ -211,7 +229,7 @@ class Editor:
             self._metrics.edits.labels("failed").inc()
             attempts = self._failures[key] = self._failures.get(key, 0) + 1
             log.warning("edit of %s failed (%s); trying again", key, exc)
-            await self._done(key, "retry", random.uniform(0, min(30_000, RETRY_MS * 2**attempts)))
+            await self._done(key, "retry", backoff(attempts, RETRY_MS, 30_000))
         except Permanent as exc:
             self._metrics.edits.labels("refused").inc()
             log.error("edit of %s refused by Slack: %s", key, exc)

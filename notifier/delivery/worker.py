@@ -37,23 +37,21 @@ from ..outbox import DigestEntry, EscalationEntry, EventEntry, HeldEntry, Window
 from ..policy import Policy
 from ..settings import Settings
 from ..slack.messages import (
-    MUTE,
     Message,
-    MessageState,
     digest_message,
     escalation_message,
-    event_message,
     held_message,
     reply_message,
     window_message,
 )
 from ..slack.sinks import Posted, Sink
+from ..slack.templates import Templates
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..tasks import cancel_and_wait, every, until_answered
 from .digests import Digests
-from .edits import Editor, read_record
+from .edits import Editor, post_of, read_record
 from .group import READ_COUNT, ConsumerGroup, Escalate, Taken, take
 from .pacing import Bucket, Pacer, backoff
 from .timers import Timers
@@ -86,9 +84,10 @@ class Delivery:
         sink: Sink,
         metrics: Metrics,
         policy: Callable[[], Policy],
+        templates: Templates,
     ) -> None:
         self._store, self._keys, self._settings = store, keys, settings
-        self._sink, self._metrics = sink, metrics
+        self._sink, self._metrics, self._templates = sink, metrics, templates
         # Block for half the socket timeout: a block as long as the timeout makes every idle
         # read end in a TimeoutError (and, on a cluster client, a slot-map refresh).
         block_ms = None if store.embedded else max(1, min(1000, settings.redis_timeout // 2))
@@ -97,7 +96,7 @@ class Delivery:
         self._digests = Digests(store, scripts, keys)
         controls = bool(settings.slack_signing_secret) and sink.edits and sink.paced
         self._choices = settings.mute_choices if controls else ()  # none: messages carry no controls
-        self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._choices)
+        self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._choices, templates)
         self._timers = Timers(store, scripts, keys, settings.escalation, policy)  # policy: windows' hand-overs
         self._threads = GatewayTs(store, scripts, keys)  # where the parents of front-door replies are
         self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
@@ -248,6 +247,9 @@ class Delivery:
                 await asyncio.sleep(backoff(attempts))
                 continue
             except Permanent as exc:
+                if self._templates.refused(taken.entry, message, str(exc)):  # the built-in shape, then
+                    message, shown = await self._prepare(taken)
+                    continue
                 await self._settle(taken, str(exc))
                 return
             finally:
@@ -273,13 +275,7 @@ class Delivery:
         event = {**entry.event, "category": entry.category}
         if entry.reply:
             return await self._resolution(entry, event), 0
-        record = (
-            await until_answered("reading a record", read_record, self._store, entry.record) if entry.record else None
-        )
-        if record is None or record.fields.get("id") != entry.id:  # not an alert, or its record is gone
-            state = MessageState(button=MUTE if self._choices else "", choices=self._choices)
-            return event_message(entry.channel, event, state), 0
-        return event_message(entry.channel, event, record.state(self._choices)), record.version
+        return await post_of(self._store, entry, self._choices, self._templates)
 
     async def _resolution(self, entry: EventEntry, event: dict[str, Any]) -> Message:
         """A resolution's reply, in the thread of its alert's message once that is posted.

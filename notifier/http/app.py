@@ -22,6 +22,7 @@ from ..metrics import Metrics
 from ..policy import Policy
 from ..settings import Settings
 from ..slack.sinks import make_sink
+from ..slack.templates import Templates
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..store.topology import connect
@@ -74,11 +75,13 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
                 every("updating level gauges", lambda: GAUGES_EVERY, lambda: limits.update_gauges(gateway))
             ),
         ]
-        delivery = Delivery(store, scripts, keys, settings, sink, metrics, lambda: limiter.policy)
+        templates = Templates(app[CONFIG].templates, lambda name: metrics.template_errors.labels(name).inc())
+        delivery = Delivery(store, scripts, keys, settings, sink, metrics, lambda: limiter.policy, templates)
         await delivery.start()
         yield
         await cancel_and_wait(loops)
         await delivery.stop()
+        templates.close()
         await limiter.flush()
         if fallback:
             await fallback.close()

@@ -41,6 +41,7 @@ class Message:
     # A front-door client's own fields (text, blocks, attachments, username, ...), posted as sent:
     # they take the place of the gateway's (``text`` and ``blocks`` above then only show it on the console).
     sent: Mapping[str, Any] = field(default_factory=dict)
+    shape: str = ""  # the template that shaped it ("": the built-in shape)
 
 
 def escape(text: str) -> str:
@@ -106,7 +107,16 @@ def event_text(event: dict[str, Any]) -> str:
 
 def fit_text(text: str) -> str:
     """A top-level text within Slack's limit (already escaped)."""
-    return text if len(text) <= MESSAGE_TEXT else text[: MESSAGE_TEXT - 1] + "…"
+    return cut(text, MESSAGE_TEXT)
+
+
+def cut(text: str, limit: int) -> str:
+    """Escaped ``text`` cut to ``limit`` characters, ending in an ellipsis when cut, never inside an entity."""
+    if len(text) <= limit:
+        return text
+    kept = text[: limit - 1]
+    amp = kept.rfind("&", len(kept) - 4)  # "&amp;" is the longest entity escape() makes
+    return (kept[:amp] if amp >= 0 and ";" not in kept[amp:] else kept) + "…"
 
 
 @dataclass(frozen=True)
@@ -132,6 +142,7 @@ STATE = "notifier-state-"  # the block_id prefix of the blocks a message's state
 CONTROLS = STATE + "actions:"  # block_id of the controls: this prefix, then "<category>:<record digest>"
 LINKS = "notifier-links"  # block_id of an event's link buttons (the event's own, kept by every edit)
 LINK_TEXT = 75  # characters of a button's label (Block Kit)
+RESOLVED = ":white_check_mark: *Resolved*"  # the section a resolved alert's message shows
 OPTION_VALUE = 150  # characters of a select option's value (Block Kit)
 PLACEHOLDER = 150  # characters of a select's placeholder (Block Kit)
 
@@ -141,15 +152,32 @@ def event_message(channel: str, event: dict[str, Any], state: MessageState | Non
     state = state or MessageState()
     blocks, text = event_blocks(event), event_text(event)
     if state.resolved:
-        blocks.insert(0, section(":white_check_mark: *Resolved*"))
+        blocks.insert(0, section(RESOLVED))
         text = "Resolved: " + text
     text = fit_text("\n".join([text, *state_lines(state)]))
     return with_state(Message(channel, text), blocks, state, str(event["category"]))
 
 
-def with_state(message: Message, own: list[Block], state: MessageState, category: str) -> Message:
-    """``message`` with its own blocks and the state's, cutting its own so that all fit in 50."""
-    added = state_blocks(state, category)
+def shaped_message(channel: str, own: list[Block], text: str, event: dict[str, Any], state: MessageState) -> Message:
+    """A message in a template's shape (``own`` blocks and ``text``, rendered and fitted) and the gateway's parts.
+
+    Those come after the template's blocks, as on every event's message: ``Resolved``, the
+    event's link buttons, then the state (``Seen N times``, the acknowledgement, a banner)
+    and the controls; the template's blocks are cut first when all would not fit in 50.
+    """
+    kept = [section(RESOLVED)] if state.resolved else []
+    kept += links_block(event.get("links") or [])
+    lines = state_lines(state)
+    text = cut(text, MESSAGE_TEXT - len("Resolved: ") - sum(len(line) + 1 for line in lines))  # the lines stay
+    text = fit_text("\n".join(["Resolved: " + text if state.resolved else text, *lines]))
+    return with_state(Message(channel, text), own, state, str(event["category"]), kept)
+
+
+def with_state(
+    message: Message, own: list[Block], state: MessageState, category: str, kept: list[Block] | None = None
+) -> Message:
+    """``message`` with its own blocks, ``kept`` and the state's, cutting its own so that all fit in 50."""
+    added = (kept or []) + state_blocks(state, category)
     return Message(message.channel, message.text, own[: BLOCKS - len(added)] + added, message.thread_ts)
 
 

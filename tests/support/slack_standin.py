@@ -8,6 +8,8 @@ served in order before it goes back to answering like Slack.
 Besides scripted answers, it refuses what Slack refuses, and records each refusal with its
 reason in ``refusals`` (a test of a well-behaved sender asserts ``standin.refusals == []``):
 
+- Every block is also read and validated by slack-sdk's own Block Kit models (``Block.parse``,
+  ``validate_json``): what they refuse is refused as ``invalid_blocks`` too.
 - Message size and Block Kit limits, on ``chat.postMessage``, ``chat.update`` and the webhook:
   a message needs ``text`` or ``blocks`` (``no_text``); top-level ``text`` at most 40,000
   characters (``msg_too_long``); at most 50 blocks; section ``text`` at most 3,000 characters,
@@ -77,6 +79,8 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from aiohttp import web
+from slack_sdk.errors import SlackObjectFormationError
+from slack_sdk.models.blocks import Block
 from slack_sdk.signature import SignatureVerifier
 
 TOKEN = "xoxb-test-token"
@@ -343,6 +347,19 @@ def block_problems(blocks: list) -> list[str]:
     return [f"{message} [json-pointer:{pointer}]" for pointer, message in problems]
 
 
+def sdk_problems(blocks: list) -> list[str]:
+    """What slack-sdk's Block Kit models refuse in ``blocks`` (types they do not know are left to the checks above)."""
+    problems = []
+    for i, block in enumerate(blocks):
+        try:
+            parsed = Block.parse(block)
+            if parsed is not None:
+                parsed.validate_json()
+        except SlackObjectFormationError as exc:
+            problems.append(f"{exc} (slack-sdk) [json-pointer:/blocks/{i}]")
+    return problems
+
+
 def check_message(body: dict) -> None:
     """Raise the ``Rejection`` Slack would answer for this message's content, if any."""
     text, blocks = body.get("text"), body.get("blocks")
@@ -354,7 +371,7 @@ def check_message(body: dict) -> None:
         return
     if not isinstance(blocks, list):
         raise Rejection("invalid_blocks_format", "blocks must be a JSON array")
-    problems = block_problems(blocks)
+    problems = block_problems(blocks) or sdk_problems(blocks)
     if problems:
         raise Rejection("invalid_blocks", "; ".join(problems), problems)
 
