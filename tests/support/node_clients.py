@@ -8,6 +8,7 @@ one JSON line of what it saw.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -23,11 +24,14 @@ def node_modules() -> Path:
     """The folder of the installed clients (installed now if missing)."""
     folder = Path(os.environ.get("VIRTUAL_ENV") or sys.prefix) / "node-slack"
     modules = folder / "node_modules"
-    if not all((modules / name.rpartition("@")[0] / "package.json").exists() for name in PACKAGES):
-        folder.mkdir(parents=True, exist_ok=True)
-        command = [need("npm"), "install", "--prefix", str(folder), "--no-audit", "--no-fund", "--loglevel=error"]
-        done = subprocess.run([*command, *PACKAGES], capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"npm install {' '.join(PACKAGES)} failed:\n{done.stdout}\n{done.stderr}"
+    folder.mkdir(parents=True, exist_ok=True)
+    # One install at a time: the suite's workers (pytest-xdist) may all want it first.
+    with open(folder / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not all((modules / name.rpartition("@")[0] / "package.json").exists() for name in PACKAGES):
+            command = [need("npm"), "install", "--prefix", str(folder), "--no-audit", "--no-fund", "--loglevel=error"]
+            done = subprocess.run([*command, *PACKAGES], capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, f"npm install {' '.join(PACKAGES)} failed:\n{done.stdout}\n{done.stderr}"
     return modules
 
 
