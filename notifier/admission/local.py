@@ -37,6 +37,7 @@ from .batch import MAX_REMEMBERED, Wait
 
 ALIKE_KEYS = ("category", "status")  # keys every firing event of one alert has one value of (the root too)
 
+INFINITY = float("inf")
 OPEN_TRUST = 1.0  # seconds room is believed to stay, when another class could pass the root
 # A level value known full for a class: (until (monotonic), level index, level name, value or
 # None at the root, rule text). A tuple: a storm reads millions.
@@ -53,36 +54,64 @@ class FullLevels:
         self.open: dict[Cell, float] = {}  # cells known to have room, until then
         self._bounds: dict[Cell, float] = {}  # the longest window (s) of a cell's rules: no wait is longer
         self._alike: dict[Path, tuple[tuple[Cell, ...], ...]] = {}  # per path: the cells an alert's events share
+        self._key_until: dict[Path, float] = {}  # per path: until when its key is refused (see _key_blocked)
+        self._answers: dict[Path, tuple[Block | None, float]] = {}  # per path: its refusal, until when it holds
 
     def refusal(self, path: Path, now: float, keyed: bool = False) -> Block | None:
         """The block that refuses an event of ``path`` now, as the store would name it; None when not known.
 
         ``keyed``: the event's alert key is known refused; it is refused only while no event of
-        that key could be admitted (see the module's docstring).
+        that key could be admitted (see the module's docstring). The answer is kept per path
+        until the first moment it could change (a block or a belief in room ending, a level not
+        known that could then outlast it) or until something new is learnt: a storm's events
+        ask it once per kind of event, not once each.
         """
-        blocked, room, best, unknown = self.blocked, self.open, None, None
+        known = self._answers.get(path)
+        if known is None or known[1] <= now:
+            known = self._answer(path, now)
+            if len(self._answers) < MAX_REMEMBERED:
+                self._answers[path] = known
+        best = known[0]
+        if best is None or (keyed and self._key_until.get(path, -1.0) <= now and self._key_blocked(path) <= now):
+            return None
+        return best
+
+    def _answer(self, path: Path, now: float) -> tuple[Block | None, float]:
+        """The block that refuses ``path`` now (else None), and until when that answer holds."""
+        blocked, room, best, unknown, until = self.blocked, self.open, None, [], INFINITY
         for cell in path.cells:
             block = blocked.get(cell)
             if block is not None and block[0] > now:
                 if best is None or block[0] > best[0]:  # strictly: the upper level wins a tie
                     best = block
-            elif room.get(cell, 0.0) <= now:
-                unknown = [cell] if unknown is None else [*unknown, cell]
-        if best is None or (unknown is not None and not self._outlasts(best, unknown, now)):
-            return None
-        if keyed and not self._key_blocked(path, now):
-            return None
-        return best
+                until = min(until, block[0])  # then this level is no longer known full
+            elif room.get(cell, 0.0) > now:
+                until = min(until, room[cell])  # then its room is no longer believed
+            else:
+                unknown.append(cell)
+        if best is None:
+            return None, INFINITY  # nothing refuses it until something is learnt
+        for cell in unknown:  # one not known can stay full as long as its longest window
+            end = now + self._bound(cell)
+            if end > best[0] or (end == best[0] and cell[0] < best[1]):
+                return None, INFINITY
+            until = min(until, best[0] - self._bound(cell))
+        return best, until
 
-    def _key_blocked(self, path: Path, now: float) -> bool:
-        """True when a level shared by every event of the path's alert is full for all their classes."""
+    def _key_blocked(self, path: Path) -> float:
+        """Until when a level shared by every event of the path's alert is full for all their classes
+        (0: not known so); kept until what is known changes (the storm path asks once per key)."""
         groups = self._alike.get(path)
         if groups is None:
             groups = self._alike_cells(path)
             if len(self._alike) < MAX_REMEMBERED:
                 self._alike[path] = groups
-        blocked, never = self.blocked, (0.0,)
-        return any(all(blocked.get(cell, never)[0] > now for cell in cells) for cells in groups)
+        never, until = (0.0,), 0.0
+        for cells in groups:
+            until = max(until, min(self.blocked.get(cell, never)[0] for cell in cells))
+        if len(self._key_until) < MAX_REMEMBERED:
+            self._key_until[path] = until
+        return until
 
     def _alike_cells(self, path: Path) -> tuple[tuple[Cell, ...], ...]:
         """Per level every event of the alert counts under alike: its cell for each class they could have."""
@@ -93,14 +122,6 @@ class FullLevels:
             classes = _possible(tree[index].reserves_of(value), path, alike, self._policy)
             groups.append(tuple((index, value, c) for c in classes))
         return tuple(groups)
-
-    def _outlasts(self, best: Block, unknown: list[Cell], now: float) -> bool:
-        """True when no level of ``unknown`` can stay full longer than ``best`` (or as long, above it)."""
-        for cell in unknown:
-            end = now + self._bound(cell)
-            if end > best[0] or (end == best[0] and cell[0] < best[1]):
-                return False
-        return True
 
     def _bound(self, cell: Cell) -> float:
         bound = self._bounds.get(cell)
@@ -118,6 +139,8 @@ class FullLevels:
         """
         if len(self.blocked) > MAX_REMEMBERED or len(self.open) > MAX_REMEMBERED:
             self.clear()  # only a shortcut: forgetting costs round trips, not answers
+        self._key_until.clear()  # what is full changes: computed again when asked
+        self._answers.clear()
         root = waits[0].us / 1e6
         for cell, wait in zip(path.cells, waits, strict=True):
             if wait.us:
@@ -132,6 +155,8 @@ class FullLevels:
     def clear(self) -> None:
         self.blocked.clear()
         self.open.clear()
+        self._key_until.clear()
+        self._answers.clear()
 
 
 def _possible(reserves: Reserves, path: Path, alike: set[int], policy: Policy) -> list[int]:

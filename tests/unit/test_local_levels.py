@@ -76,4 +76,19 @@ def test_a_level_not_known_is_bounded_by_its_longest_window():
     levels.open[web.cells[1]] = 1e9
     assert levels.refusal(web, 100.0) is not None  # 300 s > 60 s
     levels.blocked[web.cells[0]] = (100.0 + 30, 0, "global", None, "100/30m")
+    levels._answers.clear()  # written by hand, not learnt: what is kept per path is void
     assert levels.refusal(web, 100.0) is None  # 30 s < 60 s: the category could name itself
+
+
+def test_a_kept_answer_ends_when_a_level_it_relied_on_could_change():
+    """Kept per path, the answer still changes when a lower level's block ends and that level could
+    then outlast the root (the category 10/1m, unknown, against a root full for 50 s more)."""
+    p = policy()
+    levels = FullLevels(p)
+    web = path(p, "web")
+    levels.learn(web, (Wait(60_000_000, 1), Wait(0, 0), Wait(20_000_000, 1)), sent=100.0)  # root 60 s, category 20 s
+    levels.open[web.cells[1]] = 1e9  # the channel believed with room (no reserves at the channel)
+    levels._answers.clear()
+    assert levels.refusal(web, 100.5)[2] == "global"
+    assert levels.refusal(web, 119.0)[2] == "global"  # the category still full: known
+    assert levels.refusal(web, 121.0) is None  # the category's block ended: it could be full for 60 s > 39 s
