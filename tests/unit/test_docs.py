@@ -184,3 +184,25 @@ def test_every_section_of_the_former_readme_lives_on_in_the_site():
             page, _, anchor = place.partition("#")
             assert page in nav, (heading, page)
             assert not anchor or anchor in _anchors(DOCS / page), (heading, place)
+
+
+CONFIG_KEYS = {"levels", "routes", "tokens", "templates"}
+
+
+def _config_examples() -> list[tuple[str, object]]:
+    """Every YAML block of the README and the docs that is a configuration file (its keys are the file's)."""
+    examples = []
+    for page in (ROOT / "README.md", *sorted(DOCS.rglob("*.md"))):
+        for block in re.findall(r"```ya?ml\n(.*?)```", page.read_text(), re.S):
+            raw = yaml.safe_load(block)
+            if isinstance(raw, dict) and raw and raw.keys() <= CONFIG_KEYS:
+                examples.append((str(page.relative_to(ROOT)), raw))
+    return examples
+
+
+def test_every_configuration_file_the_docs_show_is_valid():
+    """A reader copies them: each passes the checks `notifier check-config` runs."""
+    examples = _config_examples()
+    assert {place for place, _ in examples} >= {"README.md", "docs/concepts/limit-tree.md", "docs/concepts/tokens.md"}
+    for place, raw in examples:
+        config_module.parse_config(raw, place, load_settings())
