@@ -9,10 +9,15 @@ longest (the upper one on a tie), its rule, and a wait no longer than the store'
 To name that level, every level of the event's path must be known well enough:
 full (its wait is known), with room (wait 0), or bounded (no wait is longer than
 its longest window, so a level full for longer than that outlasts it). Room is
-learned only when the root refused: nothing can be admitted anywhere while the
-root is full, so the room stays. With reserves at the root, events of another
-class could still pass it and fill the level, so then room is believed for
-``OPEN_TRUST`` at most.
+learned from a refusal: the levels the script found with room beside a full one.
+While the root is full nothing can be admitted anywhere, so that room stays (for
+as long as the root's wait). Otherwise, or with reserves at the root (events of
+another class could still pass it), admissions elsewhere could fill such a level,
+so room is believed for ``OPEN_TRUST`` at most: within that second a refusal may
+name the level it knows full where the store would name one filled meanwhile. The
+refusal itself is always the store's: the level it names is full. Without this, a
+category full while its reserve at the root has room (a storm in a reserved
+category) would send every one of its events to the store.
 
 An alert's key known refused (its firing event was refused) stays refused only
 while no event of that key can be admitted anywhere, for the store would answer
@@ -38,7 +43,7 @@ from .batch import MAX_REMEMBERED, Wait
 ALIKE_KEYS = ("category", "status")  # keys every firing event of one alert has one value of (the root too)
 
 INFINITY = float("inf")
-OPEN_TRUST = 1.0  # seconds room is believed to stay, when another class could pass the root
+OPEN_TRUST = 1.0  # seconds room is believed to stay, when events could fill the level meanwhile
 # A level value known full for a class: (until (monotonic), level index, level name, value or
 # None at the root, rule text). A tuple: a storm reads millions.
 Block = tuple[float, int, str, str | None, str]
@@ -142,6 +147,7 @@ class FullLevels:
         self._key_until.clear()  # what is full changes: computed again when asked
         self._answers.clear()
         root = waits[0].us / 1e6
+        room = sent + (min(root, self._root_trust) if root else OPEN_TRUST)  # see the module's docstring
         for cell, wait in zip(path.cells, waits, strict=True):
             if wait.us:
                 level, value = cell[0], cell[1]
@@ -149,8 +155,8 @@ class FullLevels:
                 name = self._policy.tree[level].name
                 shown = value if level else None
                 self.blocked[cell] = (sent + wait.us / 1e6, level, name, shown, rules[max(wait.rule, 1) - 1].text)
-            elif root:
-                self.open[cell] = sent + min(root, self._root_trust)
+            else:
+                self.open[cell] = room
 
     def clear(self) -> None:
         self.blocked.clear()

@@ -92,3 +92,22 @@ def test_a_kept_answer_ends_when_a_level_it_relied_on_could_change():
     assert levels.refusal(web, 100.5)[2] == "global"
     assert levels.refusal(web, 119.0)[2] == "global"  # the category still full: known
     assert levels.refusal(web, 121.0) is None  # the category's block ended: it could be full for 60 s > 39 s
+
+
+def test_a_full_category_whose_reserve_at_the_root_has_room_is_refused_here_for_a_second():
+    """A storm in a reserved category: the category full (10/1m), the root with room for its class.
+    The replica names the category itself while it believes that room (a second: events of
+    other categories could fill the root meanwhile), then asks the store again; without it,
+    every event of the storm was a round trip."""
+    p = policy()
+    levels = FullLevels(p)
+    pay = path(p, "pay")
+    room, full = Wait(0, 0), Wait(50_000_000, 1)
+    levels.learn(pay, (room, room, full), sent=100.0)
+    for now in (100.1, 100.5, 100.99):
+        block = levels.refusal(pay, now)
+        assert block is not None and (block[2], block[3], block[4]) == ("category", "pay", "10/1m")
+        assert levels.refusal(pay, now, keyed=True) is not None  # a category is alike for a key's events
+    assert levels.refusal(pay, 101.01) is None  # the root's room is no longer believed: the store is asked
+    levels.learn(pay, (room, room, full), sent=101.02)
+    assert levels.refusal(pay, 101.5) is not None
