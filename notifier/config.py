@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -307,6 +307,10 @@ class _StrictLoader(yaml.SafeLoader):
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):  # a list or a mapping as a key: no place in this file reads one
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a key must be a plain value, not a list or a mapping", key_node.start_mark
+                )
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} is given twice in one mapping", key_node.start_mark
@@ -344,6 +348,8 @@ _PATTERNS = {  # what a value of each field must look like, for the line about o
 
 def _message(error: Any) -> str:
     message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "string_pattern_mismatch" and error["loc"][-1] == "sha256":
+        return _PATTERNS["sha256"]  # not the value: a token pasted here by mistake stays off the console
     if error["type"] == "string_pattern_mismatch" and error["loc"][-1] in _PATTERNS:
         return f"{error['input']!r}: {_PATTERNS[error['loc'][-1]]}"
     if error["type"] == "extra_forbidden":

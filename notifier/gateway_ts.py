@@ -81,6 +81,20 @@ class GatewayTs:
             value, self._next = self._next, self._next + 1
         return ts_text(value)
 
+    async def own(self, ts: str, sender: str, channel: str) -> None:
+        """Note that the token ``sender`` sent the message ``ts`` to ``channel``, before its client
+        knows the ts: a reply goes to that channel, an update is its sender's (see :meth:`owner`)."""
+        value = orjson.dumps([sender, channel])
+        await self._store.call(self._store.redis.set, self._keys.sent_by(ts), value, px=SENT_LIFE_US // 1000)
+
+    async def owner(self, ts: str) -> tuple[str, str] | None:
+        """The sender and channel of the message ``ts`` (None: not a gateway ts noted by :meth:`own`)."""
+        raw = await self._store.call(self._store.redis.get, self._keys.sent_by(ts))
+        if raw is None:
+            return None
+        sender, channel = orjson.loads(raw)
+        return str(sender), str(channel)
+
     async def fate(self, ts: str) -> Fate:
         """What became of the message a client knows by ``ts``."""
         raw = await self._store.call(self._store.redis.hgetall, self._keys.sent(ts))

@@ -34,12 +34,13 @@ Target = tuple[str, str]  # (level name, value): what an override addresses; the
 
 
 def override_field(target: Target, root: str) -> str:
-    """The field of the overrides hash for ``(level, value)``: the root's name; a category's own
-    name at the level named ``category`` (as before the tree); else ``level=value``."""
+    """The field of the overrides hash for ``(level, value)``: the root's name; a value's own name
+    at the level named ``category`` (as before the tree) when it cannot be read as anything else
+    (no ``=``, not the root's name); else ``level=value``. One field per target, whatever the values."""
     level, value = target
     if level == root:
         return level
-    return value if level == CATEGORY else f"{level}={value}"
+    return value if level == CATEGORY and "=" not in value and value != root else f"{level}={value}"
 
 
 def override_target(field: str, root: str) -> Target:
@@ -136,13 +137,14 @@ class Policy:
         route = self.router.match({"category": category, "severity": "info", "status": "firing"})
         return route.channel if route else self.router.default_channel
 
-    def mute_target(self, category: str) -> Target:
-        """What a message's mute control mutes: its category at the level named ``category``, else at
-        the first level keyed by category, else at the lowest level."""
+    def mute_target(self, category: str) -> Target | None:
+        """What a message's mute control mutes: its category at the level named ``category`` when that
+        level counts categories, else at the first level that does; None when none does (a mute
+        anywhere else would silence more than the category, or nothing)."""
         named = self.level(CATEGORY)
-        if named is None:
-            named = next((i for i, lv in enumerate(self.tree) if lv.key == CATEGORY), len(self.tree) - 1)
-        return (self.tree[named].name, category)
+        if named is None or self.tree[named].key != CATEGORY:
+            named = next((i for i, lv in enumerate(self.tree) if lv.key == CATEGORY), None)
+        return None if named is None else (self.tree[named].name, category)
 
     def allows(self, category: str) -> bool:
         """False when ``NOTIFIER_CATEGORIES`` is set and does not name ``category``."""

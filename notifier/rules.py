@@ -6,8 +6,12 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+# Bounds the store's integers hold with room (waits are microseconds in Lua's doubles and replies).
+MAX_WINDOW_MS = 366 * 86_400_000
+MAX_COUNT = 1_000_000_000
+_COUNT = re.compile(r"^\s*[0-9]{1,10}\s*$")
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")  # ASCII digits only
 
 
 def parse_duration_ms(text: str) -> int:
@@ -45,11 +49,13 @@ Rules = tuple[Rule, ...]
 def parse_rule(text: str) -> Rule:
     """Parse one ``COUNT/DURATION`` rule."""
     count, sep, duration = text.strip().partition("/")
-    if not sep or not count.strip().isdigit():
+    if not sep or not _COUNT.match(count):
         raise ValueError(f"{text.strip()!r} is not a rule of the form COUNT/DURATION, e.g. 10/30m")
     window_ms = parse_duration_ms(duration)
     if window_ms < 1:
         raise ValueError(f"{text.strip()!r}: the duration must be positive")
+    if window_ms > MAX_WINDOW_MS or int(count) > MAX_COUNT:
+        raise ValueError(f"{text.strip()!r}: at most {MAX_COUNT:,} events per window of at most 366d")
     return Rule(int(count), window_ms, text.strip())
 
 

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 LOOK_EVERY = (0.2, 0.4)  # seconds between two looks (random within): steps are posted within 5 s of due
 TAKE = 16  # due timers looked at per turn
 SWEEP = 64  # ended alerts taken out of the index per turn
+NO_MUTE = "="  # the mute prefix when no level counts categories: no field of the overrides starts with it
 
 
 def step_args(escalation: Escalation) -> list[Any]:
@@ -77,9 +78,11 @@ class Timers:
         return taken
 
     def _mute_prefix(self) -> str:
-        """How the overrides name a category's mute, before the category (see ``override_field``)."""
+        """How the overrides name a category's mute, before the category (see ``override_field``);
+        ``=`` when no level counts categories (no field starts with it: nothing is muted)."""
         policy = self._policy()
-        return override_field(policy.mute_target(""), policy.root.name)
+        target = policy.mute_target("")
+        return NO_MUTE if target is None else override_field(target, policy.root.name)
 
     async def sweep(self) -> int:
         """Take alerts whose window ended out of the open-alert index."""

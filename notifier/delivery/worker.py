@@ -95,6 +95,7 @@ class Delivery:
         self._pacer = Pacer(store, scripts, settings.channel_rate[0])
         self._digests = Digests(store, scripts, keys)
         controls = bool(settings.slack_signing_secret) and sink.edits and sink.paced
+        controls = controls and policy().mute_target("") is not None  # (the tree is the file's: fixed)
         self._choices = settings.mute_choices if controls else ()  # none: messages carry no controls
         self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._choices, templates)
         self._timers = Timers(store, scripts, keys, settings.escalation, policy)  # policy: windows' hand-overs

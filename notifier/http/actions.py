@@ -24,6 +24,7 @@ from urllib.parse import parse_qs
 from aiohttp import web
 from slack_sdk.signature import SignatureVerifier
 
+from ..policy import Target
 from ..rules import parse_duration_ms, parse_rules
 from ..settings import CATEGORY_PATTERN, MAX_CHOICE
 from ..slack.messages import ACK, CONTROLS, LINK, MUTE, MUTE_FOR, UNACK, UNMUTE, escape, is_state_block
@@ -74,7 +75,10 @@ async def post_action(request: web.Request) -> web.StreamResponse:
         return json_response({"status": "ok", "action": LINK})
     if click.action in (ACK, UNACK):
         return await _acknowledge(gateway, click)
-    banner = await (_mute(gateway, click) if click.action == MUTE else _unmute(gateway, click))
+    target = gateway.admission.limiter.policy.mute_target(click.category)
+    if target is None:  # a message posted before the tree lost its category level
+        return json_response({"status": "nothing to mute", "action": click.action, "category": click.category})
+    banner = await (_mute(gateway, click, target) if click.action == MUTE else _unmute(gateway, click, target))
     await _mark(gateway, click, banner)
     return json_response({"status": "ok", "action": click.action, "category": click.category})
 
@@ -182,8 +186,7 @@ async def _acknowledge(gateway: Gateway, click: Click) -> web.Response:
     )
 
 
-async def _mute(gateway: Gateway, click: Click) -> str:
-    target = gateway.admission.limiter.policy.mute_target(click.category)
+async def _mute(gateway: Gateway, click: Click, target: Target) -> str:
     override = await gateway.overrides.put(
         target, parse_rules(f"0/{click.duration}"), _mute_length(click.duration), f"slack:<@{click.user}>"
     )
@@ -191,8 +194,7 @@ async def _mute(gateway: Gateway, click: Click) -> str:
     return f"Muted {escape(click.category)} until {until} by <@{click.user}>"
 
 
-async def _unmute(gateway: Gateway, click: Click) -> str:
-    target = gateway.admission.limiter.policy.mute_target(click.category)
+async def _unmute(gateway: Gateway, click: Click, target: Target) -> str:
     await gateway.overrides.delete(target, f"slack:<@{click.user}>")
     return f"Unmuted {escape(click.category)} by <@{click.user}>"
 

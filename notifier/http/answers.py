@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage
+from aiohttp.web_protocol import RequestPayloadError
 
 from ..errors import InDoubt, OutcomeUnknown, StoreUnavailable
 from .state import METRICS
@@ -61,6 +63,7 @@ def json_response(body: Mapping[str, Any], status: int = 200, headers: Mapping[s
 
 
 MAX_SHARED_HEADERS = 4096
+UNREADABLE = (RequestPayloadError, BadHttpMessage)  # what reading a body aiohttp cannot decode raises
 _refusal_headers: dict[int, dict[str, str]] = {}  # whole seconds -> the headers of a 429, never changed
 
 
@@ -105,6 +108,8 @@ def error_answer(request: web.Request, exc: Exception) -> web.StreamResponse:
     """
     if isinstance(exc, web.HTTPRequestEntityTooLarge):  # aiohttp stops any body past client_max_size
         exc = ApiError(413, f"body over {MAX_BODY // 1024} KiB ({MAX_BODY} bytes)")
+    if isinstance(exc, UNREADABLE):  # a body aiohttp cannot read (a broken Content-Encoding, a cut chunk)
+        exc = ApiError(400, f"the body could not be read: {exc.__class__.__name__}")
     if isinstance(exc, ApiError):
         return _refused(request, exc.status, {"error": exc.error, "details": exc.details}, exc.headers)
     if isinstance(exc, InDoubt):
@@ -122,8 +127,15 @@ def error_answer(request: web.Request, exc: Exception) -> web.StreamResponse:
             {"error": exc.reason},
             {k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After")},
         )
-    log.exception("unexpected error on %s %s", request.method, request.path, exc_info=exc)
+    log.exception("unexpected error on %s %s", request.method, logged_path(request), exc_info=exc)
     return json_response({"error": "internal error"}, 500)
+
+
+def logged_path(request: web.Request) -> str:
+    """The request's route as logs may show it: its pattern, never its parts (a webhook's path holds
+    its token)."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "(no route)"
 
 
 async def no_route(request: web.Request) -> web.StreamResponse:

@@ -157,6 +157,8 @@ def unknown_category(category: str, policy: Policy) -> str | None:
     """What is wrong with ``category``: the global level's name, or one ``NOTIFIER_CATEGORIES`` does not name."""
     if category == GLOBAL:
         return f"{GLOBAL!r} is the name of the global level, not a category"
+    if category == policy.root.name:
+        return f"{category!r} is the name of the root level, not a category"
     if policy.allows(category):
         return None
     return f"unknown category {category!r}"

@@ -199,11 +199,14 @@ async def delete_limit(request: web.Request) -> web.StreamResponse:
     gateway = request.app[GATEWAY]
     who = request[CALLER].name
     policy = gateway.admission.limiter.policy
-    target = _target(request, policy)
+    level, value = request.match_info["level"], request.match_info.get("value")
+    gone = value is not None and policy.level(level) is None  # a level of a former configuration
+    target = (level, value or "") if gone else _target(request, policy)
     if not await gateway.overrides.delete(target, who):
         raise ApiError(404, f"no override of {' '.join(target).strip()} is in force")
-    rules = policy.default_rules(policy.level(target[0]) or 0, target[1])
-    answer = {"level": target[0], "value": target[1], "rules": rules_text(rules), "until": None}
+    index = policy.level(target[0])
+    rules = None if index is None else rules_text(policy.default_rules(index, target[1]))
+    answer = {"level": target[0], "value": target[1], "rules": rules, "until": None}
     return json_response(_as_addressed(request, answer))
 
 

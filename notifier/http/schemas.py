@@ -83,7 +83,7 @@ class OverrideAnswer(BaseModel):
 
     level: str
     value: str | None = Field(None, description="given when the request named a level and a value")
-    rules: str
+    rules: str | None = Field(description="null after removing the override of a level the configuration no longer has")
     until: float | None
     by: str | None = None
 

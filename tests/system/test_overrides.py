@@ -679,3 +679,23 @@ def test_every_change_is_logged_with_its_author_and_counted(make_fleet):
     assert metric(second, "delete", "api") == 1
     assert metric(second, "put", "api") == 1
     assert metric(fleet.gateways[2], "put", "api") == 0
+
+
+def test_an_override_of_a_level_a_new_configuration_has_not_can_be_removed(redis_url, tmp_path):
+    """An override outlives the configuration that had its level; DELETE still removes it."""
+    with_team, without = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    with_team.write_text("levels: [{name: global, rules: 100/1m}, {name: team, key: 'field:team', rules: 5/1m}]\n")
+    without.write_text("levels: [{name: global, rules: 100/1m}, {name: category, key: category, rules: 5/1m}]\n")
+    first = Gateway({"NOTIFIER_REDIS_URL": redis_url, "NOTIFIER_CONFIG": str(with_team)}).start()
+    try:
+        assert http("PUT", first.url + "/v1/limits/team/db", {"rules": "0/1h"})[0] == 200
+    finally:
+        first.stop()
+    second = Gateway({"NOTIFIER_REDIS_URL": redis_url, "NOTIFIER_CONFIG": str(without)}).start()
+    try:
+        status, body, _ = http("DELETE", second.url + "/v1/limits/team/db")
+        assert (status, body) == (200, {"level": "team", "value": "db", "rules": None, "until": None})
+        assert http("DELETE", second.url + "/v1/limits/team/db")[0] == 404
+        assert http("DELETE", second.url + "/v1/limits/nothing/db")[0] == 404
+    finally:
+        second.stop()

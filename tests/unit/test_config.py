@@ -104,7 +104,7 @@ def test_the_contract_s_example_tree_loads(tmp_path):
         ("routes: [{match: {category: x}, channel: '#x', template: nope}]", "routes[0].template: no template 'nope'"),
         ("routes: [{match: {category: '('}, channel: '#x'}]", "routes[0].match.category: not a regular expression"),
         ("routes: [{match: {colour: red}, channel: '#x'}]", "routes[0].match.colour: 'colour' is not one of"),
-        ("tokens: {ci: {sha256: abc, scopes: [send]}}", "tokens.ci.sha256: 'abc': not 64 hex digits"),
+        ("tokens: {ci: {sha256: abc, scopes: [send]}}", "tokens.ci.sha256: not 64 hex digits"),
         (f"tokens: {{ci: {{sha256: {HASH}, scopes: [write]}}}}", "tokens.ci.scopes[0]: Input should be 'send'"),
         (
             "levels: [{name: g, rules: 10/1m}, {name: c, key: category, rules: 1/1m, values: {a: 1/1s,2/1m}}]",

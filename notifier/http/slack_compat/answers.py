@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from ...errors import InDoubt, StoreUnavailable
-from ..answers import STORE_RETRY_AFTER, json_response, log_unavailable, retry_after_header
+from ..answers import STORE_RETRY_AFTER, UNREADABLE, json_response, log_unavailable, logged_path, retry_after_header
 from ..state import METRICS
 from .payload import SlackError
 
@@ -99,11 +99,13 @@ def _failure(request: web.Request, exc: Exception) -> tuple[str, Mapping[str, st
         code, headers = exc.code, None
     elif isinstance(exc, web.HTTPRequestEntityTooLarge):  # aiohttp stops any body past client_max_size
         code, headers = "request_too_large", None
+    elif isinstance(exc, UNREADABLE):  # a body aiohttp cannot decode: what Slack says of a bad payload
+        code, headers = "invalid_payload", None
     elif isinstance(exc, (StoreUnavailable, InDoubt)):  # an event in doubt too: the client may retry
         log_unavailable(exc)
         code, headers = "service_unavailable", retry_after_header(STORE_RETRY_AFTER)
     else:
-        log.exception("unexpected error on %s %s", request.method, request.path, exc_info=exc)
+        log.exception("unexpected error on %s %s", request.method, logged_path(request), exc_info=exc)
         code, headers = "internal_error", None
     metrics = request.app.get(METRICS)
     if metrics is not None:

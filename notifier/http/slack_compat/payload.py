@@ -30,6 +30,9 @@ KNOWN = frozenset((*STRINGS, *BOOLEANS, *STRUCTURED))  # the rest is ignored, as
 _BOOLEAN_TEXT = {"true": True, "1": True, "false": False, "0": False}
 # Broadcast mentions in any form: <!here>, <!here|here>, <!channel|@channel>, <!everyone>.
 BROADCAST = re.compile(r"<!(?:channel|here|everyone)(?:\|[^>]*)?>", re.IGNORECASE)
+# A channel as clients name one: #name, name, an id or @user; no space, control or brace, at most 80.
+CHANNEL = re.compile(r"^[#@]?[^\s{}<>\x00-\x1f\x7f]{1,80}\Z")
+BROADCAST_ELEMENT = b'"broadcast"'  # a rich text broadcast element's type, as orjson writes it
 # Plain words Slack turns into broadcasts with link_names or parse=full.
 BROADCAST_WORD = re.compile(r"(?<![\w@])@(?:channel|here|everyone)\b", re.IGNORECASE)
 
@@ -115,9 +118,11 @@ def read_post(body: dict[str, Any], wrong_type: str, too_long: str, mentions: bo
     }
     written = _written(message, wrong_type)
     check_shape(message, too_long)
-    if not mentions and (b"<" in written or b"@" in written):
+    if not mentions and (b"<" in written or b"@" in written or BROADCAST_ELEMENT in written):
         message = quieted(message)
     channel, ts = message.pop("channel", None), message.pop("ts", None)
+    if channel is not None and not CHANNEL.match(channel):  # no channel Slack has: counted nowhere
+        raise SlackError("channel_not_found", "not a channel's name or id")
     return Post(message, channel, ts)
 
 
@@ -186,9 +191,12 @@ def _quiet(value: Any) -> Any:
         return BROADCAST.sub(lambda m: "&lt;" + m.group(0)[1:-1] + "&gt;", value) if "<!" in value else value
     if isinstance(value, list):
         return [_quiet(item) for item in value]
-    if isinstance(value, dict):
-        return value if value.get("type") == "plain_text" else {k: _quiet(v) for k, v in value.items()}
-    return value
+    if not isinstance(value, dict):
+        return value
+    if value.get("type") == "broadcast":  # a rich text element: @channel, @here, @everyone as words
+        return {"type": "text", "text": f"@{value.get('range', 'channel')}"}
+    plain = value.get("type") == "plain_text"  # its own text Slack never reads for mentions; the rest it may
+    return {k: v if plain and k == "text" else _quiet(v) for k, v in value.items()}
 
 
 def _has_word(value: Any) -> bool:

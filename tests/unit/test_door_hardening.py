@@ -1,0 +1,158 @@
+"""The front doors hold a token to its channels and its own messages, show every broadcast
+mention as text, read no channel Slack has not, and answer a body they cannot read with a 4xx
+that names no token."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+
+import pytest
+from aiohttp import web
+
+from notifier.config import parse_config
+from notifier.errors import ConfigError
+from notifier.http.app import create_app
+from notifier.http.slack_compat.payload import read_post
+from notifier.settings import load_settings
+
+
+def sha(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+TOKENS = {
+    "pay": {"sha256": sha("PAYTOKEN"), "scopes": ["send"], "channels": ["#payments-*"]},
+    "ops": {"sha256": sha("OPSTOKEN"), "scopes": ["send"]},
+}
+
+
+class Slack:
+    """A stand-in for Slack's Web API that records each call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+        self._ts = itertools.count(1)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        method, body = request.match_info["method"], await request.json()
+        self.calls.append((method, body))
+        if method == "chat.postMessage":
+            return web.json_response(
+                {"ok": True, "channel": "C" + body["channel"].strip("#"), "ts": f"1.{next(self._ts)}"}
+            )
+        return web.json_response({"ok": True, "channel": body.get("channel"), "ts": body.get("ts")})
+
+
+@pytest.fixture
+async def doors(aiohttp_client):
+    slack = Slack()
+    stand_in = web.Application()
+    stand_in.router.add_post("/api/{method}", slack.handle)
+    slack_client = await aiohttp_client(stand_in)
+    settings = load_settings(
+        slack_bot_token="xoxb-test", slack_api_url=str(slack_client.make_url("/api/")), digest_interval=0
+    )
+    return await aiohttp_client(create_app(settings, parse_config({"tokens": TOKENS}))), slack
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def post_message(client, token: str, **message) -> dict:
+    return await (await client.post("/api/chat.postMessage", json=message, headers=bearer(token))).json()
+
+
+async def test_a_reply_is_held_to_the_channel_of_its_parent(doors):
+    client, _ = doors
+    parent = await post_message(client, "OPSTOKEN", channel="#ops", text="ops parent")
+    reply = {"channel": "#payments-a", "thread_ts": parent["ts"], "text": "into #ops?"}
+    answer = await post_message(client, "PAYTOKEN", **reply)
+    assert answer == {"ok": False, "error": "channel_not_found"}
+    webhook = await client.post("/services/T0/B0/PAYTOKEN", json=reply)
+    assert (webhook.status, await webhook.text()) == (403, "action_prohibited")
+    stats = await (await client.get("/v1/stats")).json()
+    assert stats["accepted"] == 1 and stats["dropped"] == 0  # the parent only
+
+
+async def test_a_token_updates_only_its_own_messages(doors):
+    client, _ = doors
+    theirs = await post_message(client, "OPSTOKEN", channel="#ops", text="ops parent")
+    edit = {"channel": "#payments-x", "ts": theirs["ts"], "text": "edited by pay"}
+    answer = await (await client.post("/api/chat.update", json=edit, headers=bearer("PAYTOKEN"))).json()
+    assert answer == {"ok": False, "error": "cant_update_message"}
+    own = await post_message(client, "PAYTOKEN", channel="#payments-x", text="pay's")
+    mine = {"channel": "#payments-x", "ts": own["ts"], "text": "edited by pay"}
+    assert (await (await client.post("/api/chat.update", json=mine, headers=bearer("PAYTOKEN"))).json())["ok"]
+
+
+RICH_BROADCAST = {
+    "blocks": [
+        {
+            "type": "rich_text",
+            "elements": [{"type": "rich_text_section", "elements": [{"type": "broadcast", "range": "here"}]}],
+        }
+    ]
+}
+PLAIN_TEXT_HOLDING_MRKDWN = {
+    "attachments": [
+        {
+            "type": "plain_text",
+            "text": "<!channel> kept as written: plain text",
+            "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "<!everyone> look"}}],
+        }
+    ]
+}
+
+
+def test_a_rich_text_broadcast_element_is_shown_as_a_word():
+    message = read_post(RICH_BROADCAST, "invalid_payload", "invalid_blocks", mentions=False).message
+    section = message["blocks"][0]["elements"][0]["elements"]
+    assert section == [{"type": "text", "text": "@here"}]
+    assert read_post(RICH_BROADCAST, "invalid_payload", "invalid_blocks", mentions=True).message == RICH_BROADCAST
+
+
+def test_mentions_inside_a_plain_text_object_s_other_parts_are_shown_as_text():
+    message = read_post(PLAIN_TEXT_HOLDING_MRKDWN, "invalid_payload", "invalid_blocks", mentions=False).message
+    (attachment,) = message["attachments"]
+    assert attachment["text"] == "<!channel> kept as written: plain text"  # Slack never reads it for mentions
+    assert attachment["blocks"][0]["text"]["text"] == "&lt;!everyone&gt; look"
+
+
+@pytest.mark.parametrize("channel", ["\x00", "a b", "#ops\n", "{}", "#" + "x" * 81])
+async def test_a_channel_slack_has_not_is_refused_and_counted_nowhere(doors, channel):
+    client, _ = doors
+    answer = await post_message(client, "OPSTOKEN", channel=channel, text="x")
+    assert answer == {"ok": False, "error": "channel_not_found"}
+    assert (await (await client.get("/v1/stats")).json())["dropped"] == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "status"),
+    [
+        ("/services/T0/B0/OPSTOKEN", {}, 400),
+        ("/api/chat.postMessage", bearer("OPSTOKEN"), 200),  # Slack's Web API: ok false
+        ("/v1/events", bearer("OPSTOKEN"), 400),
+    ],
+)
+async def test_a_body_that_cannot_be_decoded_is_a_4xx_naming_no_token(doors, caplog, path, headers, status):
+    client, _ = doors
+    broken = {"Content-Type": "application/json", "Content-Encoding": "gzip", **headers}
+    with caplog.at_level(logging.INFO):
+        answer = await client.post(path, data=b"\x1f\x8b\x08\x00garbagegarbage", headers=broken)
+    assert answer.status == status
+    # (aiohttp's access log, which `notifier serve` turns off, is the test client's; aiohttp's own
+    # server log keeps its traceback of draining the broken body, without the path)
+    logged = [r for r in caplog.records if r.name != "aiohttp.access"]
+    assert not any("OPSTOKEN" in r.getMessage() for r in logged)
+    assert not any(r.name.startswith("notifier") and r.levelno >= logging.ERROR for r in logged)
+    if path.startswith("/api/"):
+        assert (await answer.json()) == {"ok": False, "error": "invalid_payload"}
+
+
+def test_a_token_pasted_where_its_hash_belongs_is_not_shown():
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"tokens": {"ci": {"sha256": "a-raw-token-given-by-mistake", "scopes": ["send"]}}})
+    assert "a-raw-token" not in str(caught.value) and "tokens.ci.sha256" in str(caught.value)
