@@ -87,6 +87,11 @@ class GatewayTs:
         value = orjson.dumps([sender, channel])
         await self._store.call(self._store.redis.set, self._keys.sent_by(ts), value, px=SENT_LIFE_US // 1000)
 
+    async def refused(self, ts: str, level: str) -> None:
+        """Record that the message ``ts`` was refused by ``level`` (as its parent was) without reaching
+        the limits: a reply to it, or an update of it, is then refused too."""
+        await self._store.run(self._scripts.refused, [self._keys.sent(ts)], [level, SENT_LIFE_US // 1000])
+
     async def owner(self, ts: str) -> tuple[str, str] | None:
         """The sender and channel of the message ``ts`` (None: not a gateway ts noted by :meth:`own`)."""
         raw = await self._store.call(self._store.redis.get, self._keys.sent_by(ts))

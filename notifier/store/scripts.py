@@ -25,6 +25,7 @@ NAMES = (
     "announce",
     "ts",
     "update",
+    "refused",
 )
 
 
@@ -65,6 +66,7 @@ class Scripts:
     announce: AsyncScript
     ts: AsyncScript
     update: AsyncScript
+    refused: AsyncScript
 
     def __init__(self, client: Any) -> None:
         folder = script_dir()

@@ -4,6 +4,7 @@ that names no token."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import logging
@@ -46,15 +47,25 @@ class Slack:
 
 
 @pytest.fixture
-async def doors(aiohttp_client):
-    slack = Slack()
-    stand_in = web.Application()
-    stand_in.router.add_post("/api/{method}", slack.handle)
-    slack_client = await aiohttp_client(stand_in)
-    settings = load_settings(
-        slack_bot_token="xoxb-test", slack_api_url=str(slack_client.make_url("/api/")), digest_interval=0
-    )
-    return await aiohttp_client(create_app(settings, parse_config({"tokens": TOKENS}))), slack
+def make_doors(aiohttp_client):
+    async def make(**settings: str):
+        slack = Slack()
+        stand_in = web.Application()
+        stand_in.router.add_post("/api/{method}", slack.handle)
+        slack_client = await aiohttp_client(stand_in)
+        url = str(slack_client.make_url("/api/"))
+        app = create_app(
+            load_settings(slack_bot_token="xoxb-test", slack_api_url=url, digest_interval=0, **settings),
+            parse_config({"tokens": TOKENS}),
+        )
+        return await aiohttp_client(app), slack
+
+    return make
+
+
+@pytest.fixture
+async def doors(make_doors):
+    return await make_doors()
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -156,3 +167,19 @@ def test_a_token_pasted_where_its_hash_belongs_is_not_shown():
     with pytest.raises(ConfigError) as caught:
         parse_config({"tokens": {"ci": {"sha256": "a-raw-token-given-by-mistake", "scopes": ["send"]}}})
     assert "a-raw-token" not in str(caught.value) and "tokens.ci.sha256" in str(caught.value)
+
+
+async def test_a_reply_to_a_refused_reply_is_refused_once_the_limits_have_room_again(make_doors):
+    client, _ = await make_doors(category_limit="1/1s")
+    first = await post_message(client, "OPSTOKEN", channel="#ops", text="admitted")
+    refused = await post_message(client, "OPSTOKEN", channel="#ops", text="refused by the limits")
+    reply = await post_message(client, "OPSTOKEN", channel="#ops", text="reply", thread_ts=refused["ts"])
+    assert first["ok"] and refused["ok"] and reply["ok"]  # refusals answer as Slack's success
+    await asyncio.sleep(1.1)  # the category has room again
+    again = await post_message(client, "OPSTOKEN", channel="#ops", text="reply to the reply", thread_ts=reply["ts"])
+    edit = {"channel": "#ops", "ts": reply["ts"], "text": "edited"}
+    edited = await client.post("/api/chat.update", json=edit, headers=bearer("OPSTOKEN"))
+    assert again["ok"] and edited.headers["X-Notifier-Outcome"] == "dropped"
+    stats = await (await client.get("/v1/stats")).json()
+    # the first only: the refused message, its reply, the reply to that and the edit are all refused
+    assert (stats["accepted"], stats["dropped"]) == (1, 4)

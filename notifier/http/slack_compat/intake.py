@@ -108,6 +108,8 @@ async def take(gateway: Gateway, caller: Caller, post: Post, ts: str | None, for
     admission = gateway.admission
     refused_by = (await gateway.sent.fate(parent)).refused_by if parent else ""
     if refused_by:
+        if ts:
+            await gateway.sent.refused(ts, refused_by)
         return Taken(admission.refuse(path, refused_by), path.channel)
     decision = admission.decide_here(event, path) if ts is None else None
     if decision is None:
