@@ -306,15 +306,13 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`, merged by the safe loader
+                continue
             key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, Hashable):  # a list or a mapping as a key: no place in this file reads one
-                raise yaml.constructor.ConstructorError(
-                    None, None, "a key must be a plain value, not a list or a mapping", key_node.start_mark
-                )
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is given twice in one mapping", key_node.start_mark
-                )
+            problem = "" if isinstance(key, Hashable) else "a key must be a plain value, not a list or a mapping"
+            problem = problem or (f"key {key!r} is given twice in one mapping" if key in seen else "")
+            if problem:
+                raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 

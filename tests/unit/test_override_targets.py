@@ -106,3 +106,18 @@ def test_a_list_or_a_mapping_as_a_key_is_one_line_naming_its_place(tmp_path, key
     path.write_text(f"levels:\n  - name: global\n    rules: 10/1m\n    values: {{{key}: 2/1s}}\n")
     with pytest.raises(ConfigError, match=r"line 4.*a key must be a plain value"):
         load_config(str(path), load_settings())
+
+
+def test_yaml_merge_keys_are_read(tmp_path):
+    path = tmp_path / "notifier.yaml"
+    path.write_text(
+        "levels:\n"
+        "  - {name: global, rules: 100/1m}\n"
+        "  - &team {name: team, key: 'field:team', rules: 10/1m}\n"
+        "  - {<<: *team, name: category, key: category}\n"
+    )
+    config = load_config(str(path), load_settings())
+    assert [(level.name, level.key, level.rules[0].text) for level in config.levels or []][1:] == [
+        ("team", "field:team", "10/1m"),
+        ("category", "category", "10/1m"),
+    ]
