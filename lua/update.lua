@@ -1,8 +1,8 @@
 -- update.lua: a front-door client's chat.update of a message it knows by its ts.
 --
--- The message's record (admit.lua writes it for each gateway ts: id, entry, ver and shown
--- when admitted, held when a window held it, r when refused; settle.lua adds cid and ts
--- once Slack has it) takes the update as its latest content (m) and a new version; the edit
+-- The message's record (note.lua writes by and ch, its sender and channel; admit.lua id,
+-- entry, ver and shown when admitted, held when a window held it, r when refused; settle.lua
+-- adds cid and ts once Slack has it) takes the update as its latest content (m) and a new version; the edit
 -- is queued once the message is posted (settle.lua queues it when the post comes later),
 -- so updates coalesce and the latest wins. A ts with no record is a real Slack ts: a record
 -- of its own (KEYS[2]) names the message as the client did.

@@ -8,9 +8,9 @@ messages; a block older than ``BLOCK_AGE`` seconds is left, so a value stays clo
 to the time it was given.
 
 The ts's record lives in the store beside message identities (``Keys.sent``), for
-``SENT_LIFE_US``: ``admit.lua`` writes what became of the message (admitted with
-its outbox entry, held by a window, or refused by a level), ``settle.lua`` where
-Slack put it, ``update.lua`` a client's latest update. So a reply naming the ts
+``SENT_LIFE_US``: ``note.lua`` who sent it and to which channel, ``admit.lua`` what
+became of the message (admitted with its outbox entry, held by a window, or refused
+by a level), ``settle.lua`` where Slack put it, ``update.lua`` a client's latest update. So a reply naming the ts
 waits for its parent, an update edits it once posted, and both are refused with a
 refused parent, on any replica and across restarts.
 """
@@ -53,6 +53,8 @@ class Fate(NamedTuple):
     posted: Posted | None = None  # where Slack put it, once posted
     entry: str = ""  # its outbox entry's stream id while it waits to be posted
     held: bool = False  # a window held it: it is only told in the window's hand-over
+    sender: str = ""  # the token that sent it ("" for a record older than the sender's note)
+    channel: str = ""  # the channel it went to, as routed
 
 
 def fate_of(fields: dict[str, str]) -> Fate:
@@ -61,7 +63,8 @@ def fate_of(fields: dict[str, str]) -> Fate:
         return Fate(False)
     cid, ts = fields.get("cid", ""), fields.get("ts", "")
     posted = Posted(cid, ts) if cid and ts else None
-    return Fate(True, fields.get("r", ""), posted, fields.get("entry", ""), "held" in fields)
+    held, sender, channel = "held" in fields, fields.get("by", ""), fields.get("ch", "")
+    return Fate(True, fields.get("r", ""), posted, fields.get("entry", ""), held, sender, channel)
 
 
 class GatewayTs:
@@ -82,23 +85,17 @@ class GatewayTs:
         return ts_text(value)
 
     async def own(self, ts: str, sender: str, channel: str) -> None:
-        """Note that the token ``sender`` sent the message ``ts`` to ``channel``, before its client
-        knows the ts: a reply goes to that channel, an update is its sender's (see :meth:`owner`)."""
-        value = orjson.dumps([sender, channel])
-        await self._store.call(self._store.redis.set, self._keys.sent_by(ts), value, px=SENT_LIFE_US // 1000)
+        """Note in the record of ``ts``, before its client knows it, that the token ``sender`` sent it to
+        ``channel``: a reply goes to that channel, an update is its sender's (``Fate.sender``)."""
+        await self._note(ts, "by", sender, "ch", channel)
 
     async def refused(self, ts: str, level: str) -> None:
         """Record that the message ``ts`` was refused by ``level`` (as its parent was) without reaching
         the limits: a reply to it, or an update of it, is then refused too."""
-        await self._store.run(self._scripts.refused, [self._keys.sent(ts)], [level, SENT_LIFE_US // 1000])
+        await self._note(ts, "r", level)
 
-    async def owner(self, ts: str) -> tuple[str, str] | None:
-        """The sender and channel of the message ``ts`` (None: not a gateway ts noted by :meth:`own`)."""
-        raw = await self._store.call(self._store.redis.get, self._keys.sent_by(ts))
-        if raw is None:
-            return None
-        sender, channel = orjson.loads(raw)
-        return str(sender), str(channel)
+    async def _note(self, ts: str, *fields: str) -> None:
+        await self._store.run(self._scripts.note, [self._keys.sent(ts)], [SENT_LIFE_US // 1000, *fields])
 
     async def fate(self, ts: str) -> Fate:
         """What became of the message a client knows by ``ts``."""

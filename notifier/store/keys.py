@@ -96,10 +96,6 @@ class Keys:
         a real Slack ts that a client updates."""
         return f"{self.base}sent:{_safe(channel)}:{_safe(ts)}" if channel else f"{self.base}sent:{_safe(ts)}"
 
-    def sent_by(self, ts: str) -> str:
-        """Who sent the front-door message known by the gateway ts ``ts``, and to which channel."""
-        return f"{self.base}sent-by:{_safe(ts)}"
-
     def suppressed(self, channel: str) -> str:
         return f"{self.base}digest:sup:{channel}"
 

@@ -25,7 +25,7 @@ NAMES = (
     "announce",
     "ts",
     "update",
-    "refused",
+    "note",
 )
 
 
@@ -66,7 +66,7 @@ class Scripts:
     announce: AsyncScript
     ts: AsyncScript
     update: AsyncScript
-    refused: AsyncScript
+    note: AsyncScript
 
     def __init__(self, client: Any) -> None:
         folder = script_dir()

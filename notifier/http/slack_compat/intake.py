@@ -99,14 +99,15 @@ async def take(gateway: Gateway, caller: Caller, post: Post, ts: str | None, for
     A message with a ts always goes to the store, which records its fate under the ts with
     its decision (a replica's own refusal would leave none).
     """
-    parent = post.message.get("thread_ts")
-    if parent:
-        post = await in_parent_channel(gateway, post, str(parent))
+    parent = str(post.message.get("thread_ts") or "")
+    fate = await gateway.sent.fate(parent) if parent else None
+    if fate is not None and fate.channel:  # a reply to a gateway message: checked and counted where it goes
+        post = post._replace(channel=fate.channel)
     event, path = routed(gateway, caller, post, forbidden)
     if ts:
         await gateway.sent.own(ts, caller.name, path.channel)
     admission = gateway.admission
-    refused_by = (await gateway.sent.fate(parent)).refused_by if parent else ""
+    refused_by = fate.refused_by if fate is not None else ""
     if refused_by:
         if ts:
             await gateway.sent.refused(ts, refused_by)
@@ -118,13 +119,6 @@ async def take(gateway: Gateway, caller: Caller, post: Post, ts: str | None, for
     return Taken(decision, path.channel)
 
 
-async def in_parent_channel(gateway: Gateway, post: Post, parent: str) -> Post:
-    """A reply to a gateway message: in its parent's channel, where it is posted, so it is checked
-    (the token's ``channels``) and counted there, not in the channel it names."""
-    owner = await gateway.sent.owner(parent)
-    return post if owner is None else post._replace(channel=owner[1])
-
-
 def with_text(event: Event, post: Post) -> Event:
     """``event`` with the message's text (or its plain rendering): what digests, the console and hand-overs show."""
     return event.model_copy(update={"text": post.text})
@@ -133,11 +127,11 @@ def with_text(event: Event, post: Post) -> Event:
 async def update(gateway: Gateway, caller: Caller, post: Post) -> Taken:
     """A ``chat.update`` of the message ``post.ts``: its edit is queued (the latest wins), or, for
     a refused message, refused as it was."""
-    owner = await gateway.sent.owner(str(post.ts))
-    if owner is not None and owner[0] != caller.name:  # Slack: a token edits only its own messages
+    fate = await gateway.sent.fate(str(post.ts))
+    if fate.sender and fate.sender != caller.name:  # Slack: a token edits only its own messages
         raise SlackError("cant_update_message", f"the message was sent by another token than {caller.name!r}")
-    if owner is not None:
-        post = post._replace(channel=owner[1])  # where it is: the token must still be allowed there
+    if fate.channel:
+        post = post._replace(channel=fate.channel)  # where it is: the token must still be allowed there
     _, path = routed(gateway, caller, post, "channel_not_found")
     refused_by = await gateway.sent.update(str(post.ts), str(post.channel), post.message)
     if refused_by:
