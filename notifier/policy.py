@@ -138,13 +138,11 @@ class Policy:
         return route.channel if route else self.router.default_channel
 
     def mute_target(self, category: str) -> Target | None:
-        """What a message's mute control mutes: its category at the level named ``category`` when that
-        level counts categories, else at the first level that does; None when none does (a mute
-        anywhere else would silence more than the category, or nothing)."""
+        """What a message's mute control mutes: its category at the level named ``category``, else at
+        the lowest level; None for a tree of the root alone (a mute there would silence everything)."""
         named = self.level(CATEGORY)
-        if named is None or self.tree[named].key != CATEGORY:
-            named = next((i for i, lv in enumerate(self.tree) if lv.key == CATEGORY), None)
-        return None if named is None else (self.tree[named].name, category)
+        index = named if named else len(self.tree) - 1  # (a root named category is still the root)
+        return (self.tree[index].name, category) if index else None
 
     def allows(self, category: str) -> bool:
         """False when ``NOTIFIER_CATEGORIES`` is set and does not name ``category``."""

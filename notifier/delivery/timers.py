@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 LOOK_EVERY = (0.2, 0.4)  # seconds between two looks (random within): steps are posted within 5 s of due
 TAKE = 16  # due timers looked at per turn
 SWEEP = 64  # ended alerts taken out of the index per turn
-NO_MUTE = "="  # the mute prefix when no level counts categories: no field of the overrides starts with it
+NO_MUTE = "="  # the mute prefix of a tree of the root alone: no field of the overrides starts with it
 
 
 def step_args(escalation: Escalation) -> list[Any]:
@@ -79,7 +79,7 @@ class Timers:
 
     def _mute_prefix(self) -> str:
         """How the overrides name a category's mute, before the category (see ``override_field``);
-        ``=`` when no level counts categories (no field starts with it: nothing is muted)."""
+        ``=`` for a tree of the root alone (no field starts with it: nothing is muted)."""
         policy = self._policy()
         target = policy.mute_target("")
         return NO_MUTE if target is None else override_field(target, policy.root.name)

@@ -76,7 +76,7 @@ async def post_action(request: web.Request) -> web.StreamResponse:
     if click.action in (ACK, UNACK):
         return await _acknowledge(gateway, click)
     target = gateway.admission.limiter.policy.mute_target(click.category)
-    if target is None:  # a message posted before the tree lost its category level
+    if target is None:  # a message posted before the tree became the root alone
         return json_response({"status": "nothing to mute", "action": click.action, "category": click.category})
     banner = await (_mute(gateway, click, target) if click.action == MUTE else _unmute(gateway, click, target))
     await _mark(gateway, click, banner)

@@ -93,7 +93,7 @@ async def test_a_token_updates_only_its_own_messages(doors):
     theirs = await post_message(client, "OPSTOKEN", channel="#ops", text="ops parent")
     edit = {"channel": "#payments-x", "ts": theirs["ts"], "text": "edited by pay"}
     answer = await (await client.post("/api/chat.update", json=edit, headers=bearer("PAYTOKEN"))).json()
-    assert answer == {"ok": False, "error": "cant_update_message"}
+    assert answer == {"ok": False, "error": "message_not_found"}
     own = await post_message(client, "PAYTOKEN", channel="#payments-x", text="pay's")
     mine = {"channel": "#payments-x", "ts": own["ts"], "text": "edited by pay"}
     assert (await (await client.post("/api/chat.update", json=mine, headers=bearer("PAYTOKEN"))).json())["ok"]

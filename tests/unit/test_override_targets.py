@@ -45,11 +45,11 @@ def test_a_category_s_override_keeps_its_field_of_before_the_tree():
     assert override_field(("category", "db"), "global") == "db"  # overrides stored by earlier versions
 
 
-def test_the_mute_control_mutes_a_level_that_counts_categories_or_nothing():
+def test_the_mute_control_mutes_the_level_named_category_else_the_lowest_never_the_root():
     assert policy().mute_target("db") == ("category", "db")
     assert policy(ROOT_ONLY).mute_target("db") is None  # not the root: that would mute everything
-    assert policy(NO_CATEGORY).mute_target("db") is None  # not a channel called db
-    assert policy(CATEGORY_BY_FIELD).mute_target("db") == ("cat", "db")  # the level keyed by category
+    assert policy(NO_CATEGORY).mute_target("db") == ("channel", "db")  # the lowest level, as the contract says
+    assert policy(CATEGORY_BY_FIELD).mute_target("db") == ("category", "db")  # the level named category
 
 
 @pytest.fixture

@@ -128,8 +128,8 @@ async def update(gateway: Gateway, caller: Caller, post: Post) -> Taken:
     """A ``chat.update`` of the message ``post.ts``: its edit is queued (the latest wins), or, for
     a refused message, refused as it was."""
     fate = await gateway.sent.fate(str(post.ts))
-    if fate.sender and fate.sender != caller.name:  # Slack: a token edits only its own messages
-        raise SlackError("cant_update_message", f"the message was sent by another token than {caller.name!r}")
+    if fate.sender and fate.sender != caller.name:  # a token edits only its own messages (as a bot on Slack)
+        raise SlackError("message_not_found", "no message of this token has this ts")
     if fate.channel:
         post = post._replace(channel=fate.channel)  # where it is: the token must still be allowed there
     _, path = routed(gateway, caller, post, "channel_not_found")
