@@ -477,7 +477,7 @@ def report(
         )
         print(
             f"{'':20} {cost['decisions'] / (args.rounds * args.seconds):.0f} decisions/s, "
-            f"{cost['refused'] / max(1, cost['decisions']):.1%} refused, {cost['calls']} EVALSHA "
+            f"{cost['refused'] / max(1, cost['decisions']):.1%} refused with a 4xx, {cost['calls']} EVALSHA "
             f"({cost['decisions'] / max(1, cost['calls']):.0f} decisions per call), "
             f"{cost['usec'] / max(1, cost['decisions']):.3f} us script time and "
             f"{cost['cpu'] / max(1, cost['decisions']) * 1e6:.2f} us Redis CPU per request"

@@ -4,7 +4,8 @@ A tool that already posts to Slack (Alertmanager, Grafana, Argo CD, Flux, CI job
 slack-sdk scripts) changes only its Slack URL: its messages become events of its
 token, pass the limit tree, windows, digests and the outbox like any event, and are
 posted as the client sent them. ``payload.py`` and ``shape.py`` read and check,
-``intake.py`` decides, ``answers.py`` answers, ``doors.py`` holds the handlers.
+``usual.py`` reads the usual webhook message on a storm's path, ``intake.py`` decides,
+``answers.py`` answers, ``doors.py`` holds the handlers.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from .answers import (
     webhook_ok,
     webhook_rate_limited,
 )
-from .intake import Taken, refused_here, take, update
+from .intake import Taken, refused_on_sight, take, update
 from .payload import Post, SlackError, api_body, read_post, webhook_body
 
 SEND = "send"
@@ -39,10 +39,12 @@ async def post_webhook(request: web.Request) -> web.StreamResponse:
     """``POST /services/{a}/{b}/{secret}``: Slack's incoming webhook, the secret a token with scope send."""
     try:
         caller = webhook_caller(request)
-        body = webhook_body(await request.read(), request.headers.get("Content-Type", ""))
-        post = read_post(body, "invalid_payload", "invalid_blocks", caller.mentions)
+        raw, content_type = await request.read(), request.headers.get("Content-Type", "")
         gateway = request.app[GATEWAY]
-        decision = refused_here(gateway, caller, post) or (await take(gateway, caller, post, None, FORBIDDEN)).decision
+        decision = refused_on_sight(gateway, caller, raw, content_type)
+        if decision is None:  # a message that goes on, or of another shape: read all of it
+            post = read_post(webhook_body(raw, content_type), "invalid_payload", "invalid_blocks", caller.mentions)
+            decision = (await take(gateway, caller, post, None, FORBIDDEN)).decision
         dropped = decision.outcome is DROPPED
         if dropped and caller.refusal == "429":
             return webhook_rate_limited(decision.retry_after)

@@ -21,6 +21,7 @@ from ..auth import Caller
 from ..input import unknown_category
 from ..state import Gateway
 from .payload import Post, SlackError
+from .usual import read_usual
 
 _NOT_CATEGORY = re.compile(r"[^A-Za-z0-9_.:\-]+")
 ANYWHERE = ("*",)  # a token's channels when it names none
@@ -61,35 +62,39 @@ _routed: dict[tuple[Router, str, str | None], Routed] = {}
 MAX_ROUTED = 1024
 
 
-def routed(gateway: Gateway, caller: Caller, post: Post, forbidden: str) -> Routed:
-    """The event of ``post`` and its path; ``forbidden`` (Slack's code) when the token may not post there.
+def routed(gateway: Gateway, caller: Caller, channel: str | None, forbidden: str) -> Routed:
+    """The event of a message naming ``channel`` and its path; ``forbidden`` (Slack's code) when the
+    token may not post there.
 
     The event's text comes with :func:`with_text` when it goes to the store (a refused message's
     text is never read).
     """
     admission = gateway.admission
-    key = (admission.limiter.policy.router, caller.name, post.channel)
+    key = (admission.limiter.policy.router, caller.name, channel)
     known = _routed.get(key)
     if known is None:
-        category = category_of(caller.name, post.channel, admission.limiter.policy)
+        category = category_of(caller.name, channel, admission.limiter.policy)
         event = Event(category=category, text=UNREAD, title=None, dedup_key=None)
         if len(_routed) >= MAX_ROUTED:
             _routed.clear()
-        known = _routed[key] = (event, admission.route(event, caller.name, post.channel))
-    channel = known[1].channel
-    if caller.channels != ANYWHERE and not caller.may_post_to(channel):  # a glob match costs 0.9 us
-        raise SlackError(forbidden, f"token {caller.name!r} may not post to {channel!r}")
+        known = _routed[key] = (event, admission.route(event, caller.name, channel))
+    goes_to = known[1].channel
+    if caller.channels != ANYWHERE and not caller.may_post_to(goes_to):  # a glob match costs 0.9 us
+        raise SlackError(forbidden, f"token {caller.name!r} may not post to {goes_to!r}")
     return known
 
 
-def refused_here(gateway: Gateway, caller: Caller, post: Post) -> Decision | None:
-    """The refusal of a webhook message this replica decides by itself (no I/O, counted), else None.
+def refused_on_sight(gateway: Gateway, caller: Caller, raw: bytes, content_type: str) -> Decision | None:
+    """The refusal of a webhook message of the usual shape (``usual.py``) this replica decides by
+    itself (no I/O, counted), else None: then read the message with ``payload.py``.
 
-    The storm path: a plain call, so a storm's refusals await nothing (as ``POST /v1/events``).
+    The storm path: a plain call, so a storm's refusals await nothing (as ``POST /v1/events``),
+    and read no more of the body than Slack's checks and the channel.
     """
-    if "thread_ts" in post.message:
+    usual = read_usual(raw, content_type)
+    if usual is None:
         return None
-    event, path = routed(gateway, caller, post, "action_prohibited")
+    event, path = routed(gateway, caller, usual.channel or None, "action_prohibited")
     return gateway.admission.decide_here(event, path)
 
 
@@ -103,7 +108,7 @@ async def take(gateway: Gateway, caller: Caller, post: Post, ts: str | None, for
     fate = await gateway.sent.fate(parent) if parent else None
     if fate is not None and fate.channel:  # a reply to a gateway message: checked and counted where it goes
         post = post._replace(channel=fate.channel)
-    event, path = routed(gateway, caller, post, forbidden)
+    event, path = routed(gateway, caller, post.channel, forbidden)
     if ts:
         await gateway.sent.own(ts, caller.name, path.channel)
     admission = gateway.admission
@@ -132,7 +137,7 @@ async def update(gateway: Gateway, caller: Caller, post: Post) -> Taken:
         raise SlackError("message_not_found", "no message of this token has this ts")
     if fate.channel:
         post = post._replace(channel=fate.channel)  # where it is: the token must still be allowed there
-    _, path = routed(gateway, caller, post, "channel_not_found")
+    _, path = routed(gateway, caller, post.channel, "channel_not_found")
     refused_by = await gateway.sent.update(str(post.ts), str(post.channel), post.message)
     if refused_by:
         return Taken(gateway.admission.refuse(path, refused_by), path.channel)
