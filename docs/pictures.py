@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from helpers import Gateway, http, need, wait_for  # noqa: E402  (tests/support is on the path now)
-from playwright.sync_api import Page, sync_playwright  # noqa: E402
+from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
 from slack_standin import TOKEN, SlackStandin  # noqa: E402
 
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
@@ -196,7 +196,8 @@ def slack_picture(page: Page, slack: SlackStandin, ts: str, folder: Path) -> Non
 def console_picture(page: Page, gateway: Gateway, folder: Path) -> None:
     """The console, once it has read the gateway a few times."""
     page.goto(gateway.url + "/")
-    page.wait_for_function("document.querySelector('#status').textContent.startsWith('Live')")
+    # A locator, not wait_for_function: the console's CSP forbids the eval its polling would need.
+    expect(page.locator("#status")).to_contain_text("Live", timeout=20_000)
     page.wait_for_timeout(2500)
     page.screenshot(path=str(folder / "console.png"), full_page=True)
 
