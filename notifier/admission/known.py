@@ -35,8 +35,10 @@ FRESH = 0.09  # seconds: a local "duplicate" needs an epoch read sent this recen
 REFRESH = FRESH / 2  # seconds: a repeat answered here past this age of the read starts the next call at once
 
 AlertKey = tuple[str, str]  # (category, dedup_key): an alert's record is per category
+JOIN = "\x00"  # in no category: ``category + JOIN + dedup_key`` names one key, as one string
 RepeatKey = tuple[str, str]  # (the alert's record key, first event id)
 Repeats = dict[RepeatKey, list[float]]  # -> [count, time.monotonic() of the last]
+K = TypeVar("K")
 V = TypeVar("V")
 
 
@@ -47,7 +49,10 @@ class KnownAlerts:
         self.max_keys = max_keys
         # -> (first event id, record's end (monotonic), record key: hashed once, not at every flush)
         self.firing: dict[AlertKey, tuple[str, float, str]] = {}
-        self.refused: dict[AlertKey, None] = {}  # insertion-ordered: the oldest is forgotten first
+        # Keys known refused, each ``category + JOIN + dedup_key``, insertion-ordered: the oldest is
+        # forgotten first. One string, not an AlertKey: a storm's lookup then touches one object, not a
+        # tuple and two strings, which served costs about 1 us with 5,000 keys (bench/RESULTS.md).
+        self.refused: dict[str, None] = {}
         self.repeats: Repeats = {}
         self.epoch: int | None = None
         self._epoch_sent = float("-inf")  # when the read that found the current epoch was sent
@@ -80,7 +85,7 @@ class KnownAlerts:
 
     def learn_firing(self, key: AlertKey, first_id: str, until: float, record: str) -> None:
         """``key``'s alert is firing, its record ``record`` lives until ``until`` (monotonic)."""
-        self.refused.pop(key, None)
+        self.refused.pop(_joined(key), None)
         self.firing.pop(key, None)
         _bounded(self.firing, self.max_keys)
         self.firing[key] = (first_id, until, record)
@@ -88,14 +93,19 @@ class KnownAlerts:
     def learn_refused(self, key: AlertKey) -> None:
         """``key``'s firing event was decided by the limits and refused."""
         self.firing.pop(key, None)
-        self.refused.pop(key, None)
+        joined = _joined(key)
+        self.refused.pop(joined, None)
         _bounded(self.refused, self.max_keys)
-        self.refused[key] = None
+        self.refused[joined] = None
+
+    def knows_refused(self, key: AlertKey) -> bool:
+        """True when ``key`` is known refused (the storm path looks in ``refused`` itself)."""
+        return _joined(key) in self.refused
 
     def forget(self, key: AlertKey) -> None:
         """Nothing more is known of ``key``."""
         self.firing.pop(key, None)
-        self.refused.pop(key, None)
+        self.refused.pop(_joined(key), None)
 
     def clear(self) -> None:
         """Everything known is void (the counts of repeats already answered stay)."""
@@ -116,7 +126,11 @@ class KnownAlerts:
             kept[1] = max(kept[1], last)
 
 
-def _bounded(known: dict[AlertKey, V], cap: int) -> None:
+def _joined(key: AlertKey) -> str:
+    return key[0] + JOIN + key[1]
+
+
+def _bounded(known: dict[K, V], cap: int) -> None:
     """Make room for one more entry: the oldest learned go first."""
     while len(known) >= cap:
         del known[next(iter(known))]

@@ -62,7 +62,7 @@ from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from .batch import Pending, Protocol, RefusalKey, Refused, Repeat, Reply, ScriptResult, read_reply
-from .known import REFRESH, AlertKey, KnownAlerts, Repeats
+from .known import JOIN, REFRESH, AlertKey, KnownAlerts, Repeats
 from .local import FullLevels
 
 MAX_BATCH = 256
@@ -184,11 +184,11 @@ class Limiter:
             return self._refusal(path)
         if event.status != "firing" or not self._alerts:
             return None
-        key = (event.category, event.dedup_key)
-        if key in self._known.refused:  # first: most keys of a storm are refused ones (a key is of one kind)
+        # First: most keys of a storm are refused ones (a key is of one kind). See KnownAlerts.refused.
+        if event.category + JOIN + event.dedup_key in self._known.refused:
             return self._refusal(path, True)
         now = time.monotonic()
-        first = self._known.duplicate(key, now)
+        first = self._known.duplicate((event.category, event.dedup_key), now)
         if first is None:
             return None
         self._keep_reading(now)
