@@ -17,10 +17,15 @@ to that); naming every key is also what bounds the depth of what they take.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from .payload import CHANNEL, FORM, JSON, media_type
 from .shape import MAX_ATTACHMENTS, MAX_TEXT
+
+# An integer orjson reads as one: msgspec reads any size, orjson refuses one past a double's range.
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
 class _Record(msgspec.Struct, forbid_unknown_fields=True):
@@ -73,7 +78,7 @@ class Attachment(_Record):
     fields: list[Field] = []
     actions: list[Action] = []
     mrkdwn_in: list[str] = []
-    ts: int | str = 0
+    ts: Int64 | str = 0
 
 
 class Usual(_Record):
