@@ -69,11 +69,17 @@ def media_type(content_type: str) -> str:
 def webhook_body(raw: bytes, content_type: str) -> dict[str, Any]:
     """An incoming webhook's body: a form's ``payload`` field, else JSON (whatever its type says:
     ``curl -d '{...}'`` sends JSON as a form, and Slack takes it)."""
-    if content_type != JSON and media_type(content_type) == FORM:
+    if webhook_form(content_type):
         form = _form(raw, "invalid_payload")
         if "payload" in form:
             return _object(form["payload"].encode(), "invalid_payload")
     return _object(raw, "invalid_payload")
+
+
+def webhook_form(content_type: str) -> bool:
+    """True when an incoming webhook's body is a form (its ``payload`` field holds the JSON); else
+    the body is JSON. Both readers of webhook bodies ask this (``usual.py`` too)."""
+    return content_type != JSON and media_type(content_type) == FORM
 
 
 def api_body(raw: bytes, content_type: str) -> dict[str, Any]:

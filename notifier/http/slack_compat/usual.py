@@ -21,7 +21,7 @@ from typing import Annotated
 
 import msgspec
 
-from .payload import CHANNEL, FORM, JSON, media_type
+from .payload import CHANNEL, webhook_form
 from .shape import MAX_ATTACHMENTS, MAX_TEXT
 
 # An integer orjson reads as one: msgspec reads any size, orjson refuses one past a double's range.
@@ -102,7 +102,7 @@ _decode = msgspec.json.Decoder(Usual).decode
 
 def read_usual(raw: bytes, content_type: str) -> Usual | None:
     """``raw`` read as a usual message that Slack would take, else None (read it with ``payload.py``)."""
-    if content_type != JSON and media_type(content_type) == FORM:
+    if webhook_form(content_type):
         return None
     try:
         usual = _decode(raw)
