@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -47,6 +47,22 @@ class Event(BaseModel):
     dedup_key: str | None = Field(None, min_length=1, max_length=200)
     status: Status = "firing"
     links: list[Link] = Field(default_factory=list, max_length=5)
+
+
+class Facts(Protocol):
+    """What an event's path and a decision on this replica read of it: an :class:`Event`, or
+    the record of one read on sight (``http/sight.py``) on a storm's path."""
+
+    @property
+    def category(self) -> str: ...
+    @property
+    def severity(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def fields(self) -> dict[str, str]: ...
+    @property
+    def dedup_key(self) -> str | None: ...
 
 
 class Outcome(str, Enum):

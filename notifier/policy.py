@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from .config import EMPTY, Config
-from .models import Event
+from .models import Facts
 from .routing import DEFAULT_TEMPLATE, Path, Router, routes_from
 from .rules import Rules, longest_ms
 from .settings import GLOBAL as GLOBAL  # the root's name without a file, re-exported: policy speaks of levels
@@ -104,7 +104,7 @@ class Policy:
         """The index of the level called ``name``, or None."""
         return level_index(self.tree, name)
 
-    def route(self, event: Event, source: str, channel: str | None = None) -> Path:
+    def route(self, event: Facts, source: str, channel: str | None = None) -> Path:
         """Where ``event`` from ``source`` goes, and its value and class at every level."""
         return self.router.path(event, source, channel)
 

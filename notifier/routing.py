@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .config import FIELD_PREFIX, Config
-from .models import Event
+from .models import Facts
 from .tree import NO_VALUE, Tree, class_of
 
 MAX_PATHS = 10_000  # kinds of event remembered: values come from clients
@@ -73,7 +73,7 @@ class Router:
         self._fields = tuple(dict.fromkeys(k.removeprefix(FIELD_PREFIX) for k in keys if k.startswith(FIELD_PREFIX)))
         self._paths: dict[tuple[object, ...], Path] = {}
 
-    def path(self, event: Event, source: str, channel: str | None = None) -> Path:
+    def path(self, event: Facts, source: str, channel: str | None = None) -> Path:
         """The path of ``event`` sent by ``source`` (naming ``channel`` itself, at a front door)."""
         fields = self._fields
         kind: tuple[object, ...] = (event.category, source, event.severity, event.status, channel)
@@ -92,7 +92,7 @@ class Router:
         """The first route whose every pattern matches ``values`` (key -> value)."""
         return next((route for route in self.routes if route.matches(values)), None)
 
-    def _route(self, event: Event, source: str, channel: str | None) -> Path:
+    def _route(self, event: Facts, source: str, channel: str | None) -> Path:
         values = self._values(event, source, channel or "")
         route = self.match(values)
         values["channel"] = channel or (route.channel if route else self.default_channel)
@@ -105,7 +105,7 @@ class Router:
         )
         return Path(values["channel"], template, event.category, per_level, classes)
 
-    def _values(self, event: Event, source: str, channel: str) -> dict[str, str]:
+    def _values(self, event: Facts, source: str, channel: str) -> dict[str, str]:
         values = {
             "category": event.category,
             "source": source,

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import StoreUnavailable
 from ..metrics import CATEGORIES, Decisions, Labels
-from ..models import Decision, Event, Outcome
+from ..models import Decision, Event, Facts, Outcome
 from ..policy import Policy
 from ..routing import Path
 from .fallback import Fallback
@@ -41,7 +41,7 @@ class Admission:
         """Run one routed event through the limiter (here, else in the store) and count the outcome."""
         return self.decide_here(event, path) or await self.decide_in_store(event, path, source)
 
-    def decide_here(self, event: Event, path: Path) -> Decision | None:
+    def decide_here(self, event: Facts, path: Path) -> Decision | None:
         """The decision of ``event`` when this replica knows it (counted), else None; no I/O.
 
         In a storm nearly every event meets a level known to be full, or repeats an alert

@@ -54,7 +54,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..errors import InDoubt, NotReplicated, OutcomeUnknown, ReplyLost, StoreUnavailable
-from ..models import Decision, Event, Outcome
+from ..models import Decision, Event, Facts, Outcome
 from ..policy import Policy
 from ..routing import Path
 from ..settings import Settings
@@ -177,7 +177,7 @@ class Limiter:
         if self._timer is None and not self._busy:  # else a call is already due
             self._schedule(FLUSH_DELAY)
 
-    def decide_locally(self, event: Event, path: Path) -> Decision | None:
+    def decide_locally(self, event: Facts, path: Path) -> Decision | None:
         """The answer to ``event`` (going ``path``) when this replica knows it as the store would,
         else None (no I/O)."""
         if event.dedup_key is None:

@@ -3,9 +3,9 @@
 Every body is checked before anything is counted (after the caller, ``auth.py``):
 415 unless it is ``application/json``, 413 over 64 KiB (aiohttp stops reading it), 400 unless it is
 strict UTF-8 JSON, 422 for anything else wrong, with ``details`` naming each
-field. A valid event takes a fast path: pydantic parses and validates it
-straight from the bytes (the storm path); anything else takes the strict path,
-which gives the precise answer.
+field. A storm's events are decided from what ``sight.py`` reads of them; any other
+valid event takes a fast path here: pydantic parses and validates it straight from
+the bytes. Anything else takes the strict path, which gives the precise answer.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def decode_json(raw: bytes) -> object:
 
     The fast path is orjson, which already refuses NaN, Infinity, out-of-range
     numbers and bad UTF-8 but keeps the last of duplicate keys; when a key may
-    have been repeated (see :func:`_no_key_repeated`), the strict stdlib path
+    have been repeated (see :func:`no_key_repeated`), the strict stdlib path
     decides, which also gives the precise error.
     """
     try:
@@ -85,12 +85,12 @@ def decode_json(raw: bytes) -> object:
     except orjson.JSONDecodeError:
         return _decode_strictly(raw)
     keys = _count_keys(value, 0) if type(value) in (dict, list) else 0
-    if keys is None or not _no_key_repeated(raw, keys):
+    if keys is None or not no_key_repeated(raw, keys):
         return _decode_strictly(raw)
     return value
 
 
-def _no_key_repeated(raw: bytes, keys: int) -> bool:
+def no_key_repeated(raw: bytes, keys: int) -> bool:
     """True when ``keys``, the number of keys a parser kept from ``raw``, proves none was repeated.
 
     Every key in the text ends in ``"``, blanks and ``:``, and strings may hold
@@ -172,10 +172,10 @@ _validate_json = Event.__pydantic_validator__.validate_json
 def _plain_event(raw: bytes) -> Event | None:
     """The event, if ``raw`` is a valid one with no unknown and no repeated key; else None.
 
-    The fast path of a storm: pydantic parses and validates in one step. Every
-    key it kept is counted against the text (:func:`_no_key_repeated`); an
-    unknown key, a repeated one or any error sends the body down the strict
-    path, which gives the precise answer.
+    The fast path (a storm's events are read by ``sight.py`` first): pydantic parses
+    and validates in one step. Every key it kept is counted against the text
+    (:func:`no_key_repeated`); an unknown key, a repeated one or any error sends the
+    body down the strict path, which gives the precise answer.
     """
     try:
         event = _validate_json(raw)
@@ -184,7 +184,7 @@ def _plain_event(raw: bytes) -> Event | None:
     # pydantic's own record of the keys given (``model_fields_set`` is a property around it)
     keys = len(event.__pydantic_fields_set__) + len(event.fields) + 2 * len(event.links)  # a link: text and url
     # Most bodies have no colon but those after keys: one count, and no call, proves it.
-    return event if keys == raw.count(b":") or _no_key_repeated(raw, keys) else None
+    return event if keys == raw.count(b":") or no_key_repeated(raw, keys) else None
 
 
 def _validated_event(body: object) -> Event:

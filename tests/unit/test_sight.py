@@ -1,0 +1,202 @@
+"""The events door's storm path: an event read on sight accepts only what ``parse_event`` accepts,
+with the same facts, and a storm is decided from it while every wrong body still gets its answer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from notifier.config import load_config
+from notifier.http.answers import ApiError
+from notifier.http.app import create_app
+from notifier.http.input import parse_event, unknown_category
+from notifier.http.sight import Seen, read_on_sight
+from notifier.policy import Policy
+from notifier.settings import load_settings
+from notifier.tokens import new_token
+
+POLICY = Policy.from_settings(load_settings())
+FACTS = Seen.__struct_fields__  # every attribute of the record: the facts and text and title
+
+# What services send: storm.py's bodies, as Python's and compact encoders write them, and more.
+STORM = {"category": "storm-3", "text": "disk full", "severity": "error", "fields": {"host": "h3", "team": "t3"}}
+ALERT = {**STORM, "severity": "critical", "dedup_key": "disk-1234"}
+SENT = [
+    STORM,
+    ALERT,
+    {**ALERT, "status": "resolved", "title": "Disk full"},
+    {"category": "deploys", "text": "api 1.4.2 is live"},
+    {"category": "a.b:c_d-e", "text": "ünïcödé 🚀 \u2028", "fields": {"ключ": "значение"}},
+]
+
+
+def slow_facts(raw: bytes) -> dict[str, object]:
+    """The facts ``parse_event`` reads (it raises what it refuses)."""
+    event = parse_event(raw, POLICY)
+    return {name: getattr(event, name) for name in FACTS}
+
+
+def agrees(raw: bytes) -> None:
+    """If ``raw`` is read on sight, ``parse_event`` reads the same facts (or refuses only a category
+    the policy does not take, which the door asks of the record too)."""
+    seen = read_on_sight(raw)
+    if seen is None:
+        return
+    try:
+        facts = slow_facts(raw)
+    except ApiError as exc:
+        assert unknown_category(seen.category, POLICY), f"read on sight, refused by parse_event ({exc}): {raw[:300]!r}"
+        return
+    assert {name: getattr(seen, name) for name in FACTS} == facts, raw[:300]
+
+
+@pytest.mark.parametrize("body", SENT)
+@pytest.mark.parametrize("dumps", [json.dumps, lambda b: json.dumps(b, separators=(",", ":"), ensure_ascii=False)])
+def test_what_services_send_is_read_on_sight_with_the_facts_parse_event_reads(body, dumps):
+    raw = dumps(body).encode()
+    seen = read_on_sight(raw)
+    assert seen is not None
+    assert {name: getattr(seen, name) for name in FACTS} == slow_facts(raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"category": "a", "text": "x", "links": [{"text": "Runbook", "url": "https://r.example"}]}',
+        b'{"category": "a", "text": "x", "title": null}',  # null is an absent field there, not here
+        b'{"category": "a", "text": "x", "source": "someone"}',  # 422 there: the token names the source
+        b'{"category": "a", "text": "x", "other": 1}',  # ignored there: a key the record does not name
+        b'{"category": "a", "text": "x", "category": "b"}',  # a key written twice: 422 there
+        b'{"category": "a", "text": "x", "c\\u0061tegory": "b"}',
+        b'{"category": "a", "text": "x", "fields": {"k": "v", "k": "w"}}',
+        b'{"category": "a", "text": "x", "severity": "info"}',  # a default given: the count cannot tell
+        b'{"category": "a\\n", "text": "x"}',  # Python's "$" would take it
+        b'{"category": "", "text": "x"}',
+        b'{"category": "a b", "text": "x"}',
+        b'{"category": "' + b"c" * 65 + b'", "text": "x"}',
+        b'{"category": "a", "text": ""}',
+        b'{"category": "a", "text": "' + b"x" * 3001 + b'"}',
+        b'{"category": "a", "text": "' + "🚀".encode() * 3001 + b'"}',  # 3,001 characters, not bytes
+        b'{"category": "a", "text": "x", "title": "' + b"t" * 151 + b'"}',
+        b'{"category": "a", "text": "x", "fields": {' + b",".join(b'"k%d": "v"' % i for i in range(21)) + b"}}",
+        b'{"category": "a", "text": "x", "fields": {"": "v"}}',
+        b'{"category": "a", "text": "x", "fields": {"' + b"k" * 101 + b'": "v"}}',
+        b'{"category": "a", "text": "x", "fields": {"k": "' + b"v" * 1001 + b'"}}',
+        b'{"category": "a", "text": "x", "fields": {"k": 5}}',
+        b'{"category": "a", "text": "x", "severity": "fatal"}',
+        b'{"category": "a", "text": "x", "status": "open"}',
+        b'{"category": "a", "text": "x", "dedup_key": ""}',
+        b'{"category": "a", "text": "x", "dedup_key": "' + b"k" * 201 + b'"}',
+        b'{"category": "a", "text": 5}',
+        b'{"category": "a", "text": "\\ud800"}',  # a lone surrogate
+        b'{"category": "a", "text": "\xff"}',  # not UTF-8
+        b'\xef\xbb\xbf{"category": "a", "text": "x"}',  # a byte order mark
+        b'{"category": "a", "text": "x"} trailing',
+        b'[{"category": "a", "text": "x"}]',
+    ],
+)
+def test_anything_else_is_left_to_parse_event(raw):
+    assert read_on_sight(raw) is None
+
+
+# Valid events, then values put in their place: bounds, patterns, names the policy refuses, any JSON.
+VALID = st.fixed_dictionaries(
+    {"category": st.sampled_from(["a", "storm-3", "a.b:c_d-e", "c" * 64]), "text": st.text(min_size=1, max_size=8)},
+    optional={
+        "title": st.text(max_size=8),
+        "severity": st.sampled_from(["warning", "error", "critical"]),
+        "fields": st.dictionaries(st.text(min_size=1, max_size=4), st.text(max_size=4), min_size=1, max_size=3),
+        "dedup_key": st.text(min_size=1, max_size=8),
+        "status": st.just("resolved"),
+    },
+)
+STRINGS = ["", "a\n", "a b", "global", "é", "c" * 65, "x" * 3000, "x" * 3001, "🚀" * 3001, "k" * 201, "\x00"]
+WORDS = ["info", "firing", "fatal", "open", "\u2028"]
+OBJECTS = [{"": "v"}, {"k" * 101: "v"}, {"k": "v" * 1001}, {"k": 5}, {f"k{i}": "v" for i in range(21)}]
+EDGES = st.sampled_from([*STRINGS, *WORDS, *OBJECTS, [{"text": "r", "url": "https://r.example"}]])
+ANY = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=4), inner, max_size=2),
+    max_leaves=5,
+)
+KEYS = st.sampled_from([*FACTS, "links", "source", "other"])
+CHANGE = st.tuples(st.booleans(), KEYS, EDGES | ANY)  # (written twice?, key, value)
+
+
+@settings(max_examples=2000, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(VALID, st.lists(CHANGE, max_size=2), st.booleans())
+def test_an_event_read_on_sight_is_one_parse_event_reads_alike(event, changes, ascii_only):
+    twice = []
+    for repeat, key, value in changes:
+        if repeat:
+            twice.append((key, value))  # a key written twice, as no dict can hold it
+        else:
+            event[key] = value
+    raw = json.dumps(event, ensure_ascii=ascii_only)
+    for key, value in twice:
+        raw = raw[:-1] + ", " + json.dumps(key) + ": " + json.dumps(value) + "}"
+    agrees(raw.encode())
+
+
+@pytest.mark.parametrize("name", [*FACTS, "fields.k"])
+@pytest.mark.parametrize(
+    "value", [None, 5, 10**400, 1.5, True, "", "s", "critical", "k" * 201, [], ["s"], {}, {"k": "v"}]
+)
+def test_each_key_takes_only_what_parse_event_takes(name, value):
+    body: dict = {**ALERT, "title": "t", "status": "firing"}
+    if name.startswith("fields."):
+        body["fields"] = {**body["fields"], name.removeprefix("fields."): value}
+    else:
+        body[name] = value
+    agrees(json.dumps(body).encode())
+
+
+async def test_a_storm_is_decided_from_what_was_read_on_sight(aiohttp_client, monkeypatch):
+    client = await aiohttp_client(create_app(load_settings(category_limit="1/30m", digest_interval=0)))
+    first = [await client.post("/v1/events", json={**ALERT, "dedup_key": key}) for key in ("k1", "k2")]
+    assert [answer.status for answer in first] == [202, 429]  # the store says the category is full, k2 refused
+
+    def not_read(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an event this replica decides was read by parse_event")
+
+    monkeypatch.setattr("notifier.http.events.parse_event", not_read)
+    for body in (STORM, {**ALERT, "dedup_key": "k2"}, {**ALERT, "dedup_key": "k1"}):  # refused, refused, duplicate
+        answer = await client.post("/v1/events", json=body)
+        assert answer.status in (200, 429), await answer.text()
+    monkeypatch.undo()
+    stats = await (await client.get("/v1/stats")).json()
+    assert (stats["accepted"], stats["dropped"]) == (1, 3)
+    for wrong in ({**STORM, "category": "a b"}, {**STORM, "source": "me"}, {**STORM, "severity": "fatal"}):
+        assert (await client.post("/v1/events", json=wrong)).status == 422
+    twice = b'{"category": "storm-3", "text": "x", "text": "y"}'
+    assert (await client.post("/v1/events", data=twice, headers={"Content-Type": "application/json"})).status == 422
+    assert (await (await client.get("/v1/stats")).json())["dropped"] == 3  # counted nothing
+
+
+async def test_a_full_level_never_answers_for_a_channel_or_a_category_the_event_may_not_have(aiohttp_client, tmp_path):
+    bounded = new_token("bounded", ["send"], ["#alerts"])
+    sender = new_token("sender", ["send"], [])
+    config = tmp_path / "notifier.yaml"
+    routes = '  - {match: {category: "payments"}, channel: "#payments"}\n'
+    config.write_text("routes:\n" + routes + "tokens:\n" + bounded.line + "\n" + sender.line + "\n")
+    settings = load_settings(
+        config=str(config),
+        slack_channel="#alerts",
+        global_limit="1/30m",
+        category_limit="10/1m",  # no category's level could outlast the global one: refused here, whatever its name
+        categories="ops,payments",
+        digest_interval=0,
+    )
+    client = await aiohttp_client(create_app(settings, load_config(config)))
+    send, bound = ({"Authorization": f"Bearer {each.token}"} for each in (sender, bounded))
+    answers = [await client.post("/v1/events", json={"category": "ops", "text": "x"}, headers=send) for _ in range(2)]
+    assert [answer.status for answer in answers] == [202, 429]  # the global level is known full here
+    full = await client.post("/v1/events", json={"category": "payments", "text": "x"}, headers=send)
+    assert full.status == 429
+    forbidden = await client.post("/v1/events", json={"category": "payments", "text": "x"}, headers=bound)
+    assert forbidden.status == 403, await forbidden.text()
+    unknown = await client.post("/v1/events", json={"category": "nope", "text": "x"}, headers=send)
+    assert unknown.status == 422 and "unknown category 'nope'" in (await unknown.json())["details"][0]["message"]
