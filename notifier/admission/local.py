@@ -17,7 +17,10 @@ so room is believed for ``OPEN_TRUST`` at most: within that second a refusal may
 name the level it knows full where the store would name one filled meanwhile. The
 refusal itself is always the store's: the level it names is full. Without this, a
 category full while its reserve at the root has room (a storm in a reserved
-category) would send every one of its events to the store.
+category) would send every one of its events to the store. When the belief ends,
+the one event that finds it ended asks the store, and the belief is kept while it
+does (``CHECK`` at most): else every event that came before the answer would ask
+too, 120 events a second in storm.py's storms where 20 do.
 
 An alert's key known refused (its firing event was refused) stays refused only
 while no event of that key can be admitted anywhere, for the store would answer
@@ -44,6 +47,7 @@ ALIKE_KEYS = ("category", "status")  # keys every firing event of one alert has 
 
 INFINITY = float("inf")
 OPEN_TRUST = 1.0  # seconds room is believed to stay, when events could fill the level meanwhile
+CHECK = 0.1  # seconds room is believed past OPEN_TRUST while one event asks the store again
 # A level value known full for a class: (until (monotonic), level index, level name, value or
 # None at the root, rule text). A tuple: a storm reads millions.
 Block = tuple[float, int, str, str | None, str]
@@ -96,12 +100,25 @@ class FullLevels:
                 unknown.append(cell)
         if best is None:
             return None, INFINITY  # nothing refuses it until something is learnt
+        if self._check(unknown, now):
+            return None, now  # this one event asks the store; the next ones are answered as before
         for cell in unknown:  # one not known can stay full as long as its longest window
             end = now + self._bound(cell)
             if end > best[0] or (end == best[0] and cell[0] < best[1]):
                 return None, INFINITY
             until = min(until, best[0] - self._bound(cell))
         return best, until
+
+    def _check(self, unknown: list[Cell], now: float) -> bool:
+        """True when room was believed in one of ``unknown`` until just now (``CHECK`` ago at most):
+        the event that finds the belief ended goes to the store, whose answer renews it (``learn``).
+        Meanwhile the belief is kept for ``CHECK`` more, so a storm sends one event to the store
+        per belief ended, not every event that comes before the answer. A belief that ended
+        longer ago is not kept: every event asks the store until one answers."""
+        ended = [cell for cell in unknown if self.open.get(cell, -INFINITY) + CHECK > now]
+        for cell in ended:
+            self.open[cell] = now + CHECK
+        return bool(ended)
 
     def _key_blocked(self, path: Path) -> float:
         """Until when a level shared by every event of the path's alert is full for all their classes

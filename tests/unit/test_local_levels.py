@@ -111,3 +111,23 @@ def test_a_full_category_whose_reserve_at_the_root_has_room_is_refused_here_for_
     assert levels.refusal(pay, 101.01) is None  # the root's room is no longer believed: the store is asked
     levels.learn(pay, (room, room, full), sent=101.02)
     assert levels.refusal(pay, 101.5) is not None
+
+
+def test_when_room_is_no_longer_believed_one_event_asks_the_store_while_the_rest_are_answered_as_before():
+    """The belief in the root's room ends at 101.0. The first event after that asks the store, and the
+    belief is kept for CHECK (0.1 s) while it does: a storm sends one event, not every event that
+    comes before the answer. Without an answer another one asks; once nobody asked for longer than
+    CHECK, every event goes to the store until one answers."""
+    p = policy()
+    levels = FullLevels(p)
+    pay = path(p, "pay")
+    room, full = Wait(0, 0), Wait(50_000_000, 1)
+    levels.learn(pay, (room, room, full), sent=100.0)
+    assert levels.refusal(pay, 101.01) is None  # asks the store
+    for now in (101.02, 101.05, 101.1):
+        assert levels.refusal(pay, now) is not None  # answered here, as before, while it asks
+    assert levels.refusal(pay, 101.12) is None  # no answer within CHECK: the next event asks
+    assert levels.refusal(pay, 101.13) is not None
+    assert [levels.refusal(pay, 105.0), levels.refusal(pay, 105.0)] == [None, None]  # ended long ago
+    levels.learn(pay, (room, room, full), sent=105.0)  # an answer: believed a second again
+    assert levels.refusal(pay, 105.9) is not None
