@@ -270,7 +270,7 @@ def _route_problems(config: Config) -> Iterator[tuple[str, str]]:
 def _token_problems(config: Config) -> Iterator[tuple[str, str]]:
     owners: dict[str, str] = {}
     for name, token in config.tokens.items():
-        if not re.match(CATEGORY_PATTERN, name) or name in RESERVED_SOURCES or re.match(r"^env-\d+$", name):
+        if not re.fullmatch(CATEGORY_PATTERN, name) or name in RESERVED_SOURCES or re.fullmatch(r"env-\d+", name):
             yield (
                 f"tokens.{_key(name)}",
                 "a token's name is 1-64 of A-Z a-z 0-9 _ . : -, not anonymous, global or env-N",
@@ -280,7 +280,7 @@ def _token_problems(config: Config) -> Iterator[tuple[str, str]]:
             yield f"tokens.{_key(name)}.sha256", f"the same hash as tokens.{_key(owners[digest])}"
         owners.setdefault(digest, name)
     for name in config.templates:
-        if not re.match(TEMPLATE_NAME, name):
+        if not re.fullmatch(TEMPLATE_NAME, name):
             yield f"templates.{_key(name)}", "a template's name is 1-64 of A-Z a-z 0-9 _ . -"
 
 
@@ -326,7 +326,7 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 def _key(key: object) -> str:
     """A mapping key as a place name shows it: plain, or quoted when it holds more than a name."""
     text = str(key)
-    return text if re.match(r"^[A-Za-z0-9_\-]+$", text) else f'"{text}"'
+    return text if re.fullmatch(r"[A-Za-z0-9_\-]+", text) else f'"{text}"'
 
 
 def _place(loc: tuple[int | str, ...]) -> str:

@@ -225,7 +225,7 @@ class Settings(BaseSettings):
     @field_validator("category_limits", "category_channels", "category_reserves")
     @classmethod
     def _known_category_names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        bad = [name for name in value if not _CATEGORY.match(name)]
+        bad = [name for name in value if not _CATEGORY.fullmatch(name)]
         if bad:
             raise ValueError(f"invalid category name(s): {', '.join(map(repr, bad))}")
         if GLOBAL in value:

@@ -46,7 +46,7 @@ def new_token(
 
 def _yaml_key(name: str) -> str:
     """``name`` as a YAML key: plain where YAML reads it back as the same text, else quoted."""
-    return name if PLAIN_NAME.match(name) and yaml.safe_load(name) == name else json.dumps(name)
+    return name if PLAIN_NAME.fullmatch(name) and yaml.safe_load(name) == name else json.dumps(name)
 
 
 def comma_list(text: str) -> list[str]:

@@ -142,7 +142,7 @@ def _target(action: dict[str, Any], gateway: Gateway) -> tuple[str, str, str]:
     """
     if "selected_option" in action:
         category, _, digest = str(action["block_id"]).removeprefix(CONTROLS).rpartition(":")
-        if not str(action["block_id"]).startswith(CONTROLS) or (digest and not _DIGEST.match(digest)):
+        if not str(action["block_id"]).startswith(CONTROLS) or (digest and not _DIGEST.fullmatch(digest)):
             raise ValueError("not a control of this gateway")
         record = gateway.keys.record_of(category, digest) if digest else ""
         return category, record, str(action["selected_option"]["value"])
@@ -153,10 +153,10 @@ def _target(action: dict[str, Any], gateway: Gateway) -> tuple[str, str, str]:
 def _check(click: Click, gateway: Gateway) -> None:
     """A 400 unless every part of the click is one this gateway could have written."""
     if not (
-        _CATEGORY.match(click.category)
-        and _SLACK_ID.match(click.user)
-        and _SLACK_ID.match(click.channel_id)
-        and _TS.match(click.ts)
+        _CATEGORY.fullmatch(click.category)
+        and _SLACK_ID.fullmatch(click.user)
+        and _SLACK_ID.fullmatch(click.channel_id)
+        and _TS.fullmatch(click.ts)
         and isinstance(click.message, dict)
     ):
         raise ApiError(400, "the action names no valid category, user, channel or message")

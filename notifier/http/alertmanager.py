@@ -72,7 +72,7 @@ def links_of(alert: Alert) -> list[Link]:
     never the alert: Alertmanager sends what its users configured.
     """
     urls = [(text, alert.annotations.get(name, "") if name else alert.generatorURL) for text, name in _LINKS]
-    return [Link(text=text, url=url) for text, url in urls if len(url) <= MAX_URL and _URL.match(url)]
+    return [Link(text=text, url=url) for text, url in urls if len(url) <= MAX_URL and _URL.fullmatch(url)]
 
 
 _TIMESTAMP = re.compile(r"^(.*?T\d\d:\d\d:\d\d)(?:\.(\d+))?(.*)$")

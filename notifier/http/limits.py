@@ -239,8 +239,8 @@ def _target(request: web.Request, policy: Policy) -> Target:
 def _checked_value(policy: Policy, level: Level, value: str) -> str:
     """``value`` when it is one the level's key can have, else a 422 saying why."""
     key = level.key or ""
-    if key == "category" and (not CATEGORY_RE.match(value) or not policy.allows(value)):
-        if not CATEGORY_RE.match(value):
+    if key == "category" and (not CATEGORY_RE.fullmatch(value) or not policy.allows(value)):
+        if not CATEGORY_RE.fullmatch(value):
             raise invalid("level", "must be global or a category name (1-64 of A-Z a-z 0-9 _ . : -)")
         raise invalid("level", f"unknown category {value!r}")
     if key == "severity" and value not in SEVERITIES:

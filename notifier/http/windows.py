@@ -119,7 +119,7 @@ def window_view(window: MaintenanceWindow, now_us: int) -> dict[str, Any]:
 
 def _name(request: web.Request) -> str:
     name = request.match_info["name"]
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise invalid("name", "must be 1-64 of A-Z a-z 0-9 _ . : -")
     return name
 

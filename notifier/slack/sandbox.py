@@ -60,7 +60,7 @@ class SlackText(str):
 
 def is_url(value: object) -> bool:
     """True for an absolute http(s) URL Slack takes as a link or a button's ``url``."""
-    return isinstance(value, str) and len(value) <= MAX_URL and bool(_URL.match(value))
+    return isinstance(value, str) and len(value) <= MAX_URL and bool(_URL.fullmatch(value))
 
 
 def link(url: object, text: object = None) -> SlackText:

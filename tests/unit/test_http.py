@@ -145,6 +145,25 @@ async def test_category_allowlist_refuses_alerts_one_by_one(make_client):
     assert 'notifier_requests_rejected_total{status="422"} 1.0' in await (await client.get("/metrics")).text()
 
 
+async def test_an_alert_whose_link_ends_in_a_newline_is_posted_without_that_link(make_client):
+    # A YAML block scalar (`runbook_url: |`) ends in a newline. Python's "$" matched before it, the
+    # link's own check did not: the whole webhook was 422, and Alertmanager counted it failed.
+    client = await make_client()
+    annotations = {"runbook_url": "https://runbooks.example/disk\n", "dashboard_url": "https://grafana.example/d"}
+    alert = {"labels": {"alertname": "DiskFull"}, "annotations": annotations, "fingerprint": "1"}
+    response = await client.post("/v1/alertmanager", json={"version": "4", "alerts": [alert]})
+    assert response.status == 200, await response.text()
+    assert [result["status"] for result in (await response.json())["results"]] == ["accepted"]
+
+
+async def test_a_name_ending_in_a_newline_is_no_category_and_no_window(make_client):
+    client = await make_client()
+    assert (await client.put("/v1/limits/category/db%0A", json={"rules": "1/1m"})).status == 422
+    window = {"start": 2_000_000_000, "end": 2_000_003_600, "categories": ["db"]}
+    assert (await client.put("/v1/windows/night%0A", json=window)).status == 422
+    assert (await client.put("/v1/windows/night", json=window)).status == 200
+
+
 async def test_bearer_tokens(make_client):
     client = await make_client(api_tokens="s3cret,other")
     assert (await post(client, {"category": "db", "text": "x"}))[0] == 401

@@ -25,7 +25,7 @@ from notifier.errors import ConfigError, TemplateError
 from notifier.outbox import EventEntry
 from notifier.slack import renderer
 from notifier.slack.messages import ACK, MUTE, MessageState, event_message, is_state_block
-from notifier.slack.sandbox import compile_template, link, render
+from notifier.slack.sandbox import compile_template, is_url, link, render
 from notifier.slack.templates import Templates, check_templates, context, fit_block, refusal
 
 HOSTILE = ["<!channel>", "<@U123>", "<https://evil.example|click>", "&amp;", "{{ 7*7 }}", "{% raw %}x"]
@@ -99,6 +99,10 @@ def test_strings_under_url_keys_are_urls_not_text():
     )
     assert blocks[0]["image_url"] == "https://grafana.example/d?var-host=a&b&from=now-1h"
     assert blocks[0]["alt_text"] == "a&amp;b"
+
+
+def test_a_url_ending_in_a_newline_is_no_url():
+    assert is_url("https://grafana.example/d") and not is_url("https://grafana.example/d\n")
 
 
 def test_a_missing_value_is_a_failure_and_none_is_empty():

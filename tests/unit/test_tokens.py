@@ -58,7 +58,10 @@ def test_no_scope_at_all_is_a_problem():
     assert line.startswith("notifier.yaml: tokens.ci.scopes: ")
 
 
-@pytest.mark.parametrize("name", ["anonymous", "global", "env-1", "env-12", "has space", "x" * 65, "a/b"])
+NOT_SOURCES = ["anonymous", "global", "env-1", "env-12", "has space", "x" * 65, "a/b", "ci\n", "env-1\n"]
+
+
+@pytest.mark.parametrize("name", NOT_SOURCES)
 def test_a_name_that_cannot_be_a_source_is_named(name):
     (line,) = problems({name: {"sha256": GOOD, "scopes": ["send"]}})
     assert "a token's name is 1-64 of A-Z a-z 0-9 _ . : -, not anonymous, global or env-N" in line
