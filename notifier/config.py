@@ -326,7 +326,7 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 def _key(key: object) -> str:
     """A mapping key as a place name shows it: plain, or quoted when it holds more than a name."""
     text = str(key)
-    return text if re.fullmatch(r"[A-Za-z0-9_\-]+", text) else f'"{text}"'
+    return text if re.fullmatch(r"[A-Za-z0-9_\-]+", text) else json.dumps(text, ensure_ascii=False)  # one line
 
 
 def _place(loc: tuple[int | str, ...]) -> str:

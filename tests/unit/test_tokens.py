@@ -65,6 +65,7 @@ NOT_SOURCES = ["anonymous", "global", "env-1", "env-12", "has space", "x" * 65, 
 def test_a_name_that_cannot_be_a_source_is_named(name):
     (line,) = problems({name: {"sha256": GOOD, "scopes": ["send"]}})
     assert "a token's name is 1-64 of A-Z a-z 0-9 _ . : -, not anonymous, global or env-N" in line
+    assert "\n" not in line  # one line per problem, whatever the name holds
 
 
 def test_two_names_for_one_hash_are_named():
