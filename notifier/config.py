@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from . import patterns
 from .errors import ConfigError
 from .rules import Rules, format_share, parse_rules, parse_share
 from .settings import CATEGORY_PATTERN, ENV_PREFIX, Settings
@@ -111,7 +112,8 @@ class RouteConfig(_Part):
 
     match: dict[str, Annotated[str, BeforeValidator(_text)]] = {}
     """Key -> regular expression, anchored at both ends; every one must match. Keys: `category`, `source`,
-    `severity`, `status`, `channel`, `field:NAME`. Empty: every event."""
+    `severity`, `status`, `channel`, `field:NAME`. Empty: every event. Matched in linear time (Rust's regex
+    syntax: no look-around, no backreferences), as senders choose the values."""
     channel: str = Field(min_length=1, max_length=200)
     """The channel the matching events go to."""
     template: str | None = None
@@ -259,10 +261,8 @@ def _route_problems(config: Config) -> Iterator[tuple[str, str]]:
             place = f"routes[{index}].match.{_key(key)}"
             if not valid_key(key):
                 yield place, f"{key!r} is not one of {', '.join(PLAIN_KEYS)} or field:NAME"
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                yield place, f"not a regular expression: {exc}"
+            if (problem := patterns.problem(pattern)) is not None:
+                yield place, problem
         if route.template is not None and route.template not in config.templates:
             yield f"routes[{index}].template", f"no template {route.template!r} in templates"
 

@@ -5,8 +5,8 @@ so routes run first. The first route whose ``match`` holds decides the channel
 (and the template, and for front-door messages the category); with none, the
 default channel. A ``match`` maps keys (``category``, ``source``, ``severity``,
 ``status``, ``channel``, ``field:NAME``) to regular expressions anchored at both
-ends; ``channel`` there is the channel a message names itself (the front doors),
-empty for events, which name none.
+ends, matched in linear time (``patterns.py``); ``channel`` there is the channel a
+message names itself (the front doors), empty for events, which name none.
 
 An event's :class:`Path` is its channel and template, and per level its value and
 class. Paths are interned: events that agree on every key routes and levels read
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from .config import FIELD_PREFIX, Config
 from .models import Facts
+from .patterns import Pattern
 from .tree import NO_VALUE, Tree, class_of
 
 MAX_PATHS = 10_000  # kinds of event remembered: values come from clients
@@ -32,7 +33,7 @@ DEFAULT_TEMPLATE = "default"  # a template of this name shapes every event no ro
 class Route:
     """One route: what it matches (key, anchored pattern), where it sends, how it shapes."""
 
-    match: tuple[tuple[str, re.Pattern[str]], ...]
+    match: tuple[tuple[str, Pattern], ...]
     channel: str
     template: str | None = None
     category: str | None = None
@@ -123,11 +124,11 @@ def routes_from(config: Config, category_channels: Mapping[str, str]) -> list[Ro
     if config.routes:
         return [
             Route(
-                tuple((key, re.compile(pattern)) for key, pattern in route.match.items()),
+                tuple((key, Pattern(pattern)) for key, pattern in route.match.items()),
                 route.channel,
                 route.template,
                 route.category,
             )
             for route in config.routes
         ]
-    return [Route((("category", re.compile(re.escape(c))),), ch) for c, ch in category_channels.items()]
+    return [Route((("category", Pattern(re.escape(c))),), ch) for c, ch in category_channels.items()]

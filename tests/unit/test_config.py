@@ -103,6 +103,12 @@ def test_the_contract_s_example_tree_loads(tmp_path):
         ("levels: [{name: g, rules: 10/1m, reserves: {loud: 5%}}]", "levels[0].reserves.loud: a reserve class is"),
         ("routes: [{match: {category: x}, channel: '#x', template: nope}]", "routes[0].template: no template 'nope'"),
         ("routes: [{match: {category: '('}, channel: '#x'}]", "routes[0].match.category: not a regular expression"),
+        (
+            "routes: [{match: {'field:host': 'db(?!-test)'}, channel: '#x'}]",
+            '"field:host": not a regular expression routes can match (error: look-around, including look-ahead',
+        ),
+        ("routes: [{match: {category: '(a)\\1'}, channel: '#x'}]", "routes[0].match.category: not a regular"),
+        ("routes: [{match: {category: 'a)|(b'}, channel: '#x'}]", "routes[0].match.category: not a regular"),
         ("routes: [{match: {colour: red}, channel: '#x'}]", "routes[0].match.colour: 'colour' is not one of"),
         ("tokens: {ci: {sha256: abc, scopes: [send]}}", "tokens.ci.sha256: not 64 hex digits"),
         (f"tokens: {{ci: {{sha256: {HASH}, scopes: [write]}}}}", "tokens.ci.scopes[0]: Input should be 'send'"),
@@ -163,6 +169,28 @@ def test_a_route_decides_channel_and_every_level_s_value_and_class():
     assert info.splitlines()[0] == "channel: #alerts"
     with pytest.raises(ValueError):
         explain_route(policy, {"colour": "red"})
+
+
+@pytest.mark.timeout(30)
+def test_a_route_matches_a_sender_s_value_in_linear_time():
+    """``(a+)+b`` against 64 "a": Python's ``re`` would try 2**64 ways (the test would time out);
+    the routes' engine answers at once, as anchored as before."""
+    routes = """
+routes:
+  - {match: {'field:host': '(a+)+b'}, channel: '#b'}
+  - {match: {category: 'db.1'}, channel: '#d'}
+"""
+    policy = Policy.from_settings(load_settings(slack_channel="#alerts"), parse_config(_yaml(routes)))
+    for value in ("a" * 64, "a" * 1000, "a" * 999 + "b"):
+        route = explain_route(policy, {"category": "x", "field:host": value}).splitlines()[0]
+        assert route == ("channel: #b" if value.endswith("b") else "channel: #alerts")
+    assert explain_route(policy, {"category": "db-1"}).splitlines()[0] == "channel: #d"  # "." is any character
+    assert explain_route(policy, {"category": "db-12"}).splitlines()[0] == "channel: #alerts"  # anchored
+    named = Policy.from_settings(load_settings(slack_channel="#alerts", category_channels={"db.1": "#d"}))
+    assert [explain_route(named, {"category": c}).splitlines()[0] for c in ("db.1", "dbx1")] == [
+        "channel: #d",
+        "channel: #alerts",  # NOTIFIER_CATEGORY_CHANNELS names categories, not patterns
+    ]
 
 
 def test_the_fingerprint_follows_what_shapes_decisions_only():
