@@ -95,6 +95,8 @@ def test_what_services_send_is_read_on_sight_with_the_facts_parse_event_reads(bo
         b'{"category": "a", "text": "\xff"}',  # not UTF-8
         b'\xef\xbb\xbf{"category": "a", "text": "x"}',  # a byte order mark
         b'{"category": "a", "text": "x"} trailing',
+        b'{"category"\x0c: "a", "text": "x"}',  # a form feed is no JSON blank: a colon count could miss the key
+        b'{"category": "a", "text": "x\x01"}',  # a raw control character in a string
         b'[{"category": "a", "text": "x"}]',
     ],
 )
