@@ -2,8 +2,8 @@
 
 Read once at start into typed models, next to :class:`~notifier.settings.Settings`;
 ``policy.Policy`` builds its snapshot from both, and nothing else reads the file.
-YAML is read by PyYAML's safe loader (a key given twice in one mapping is a
-problem, not a silent "last one wins"), validated by pydantic, then checked
+YAML is read by ``yaml_file.py`` (PyYAML's safe loader; a key given twice in one mapping
+is a problem, not a silent "last one wins"), validated by pydantic, then checked
 across its parts. Every problem is one line naming the file and the place in it,
 ``levels[2].rules`` or ``tokens.ci.sha256``, so a bad file is mended in one go.
 """
@@ -13,18 +13,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from . import patterns
 from .errors import ConfigError
 from .rules import Rules, format_share, parse_rules, parse_share
 from .settings import CATEGORY_PATTERN, ENV_PREFIX, Settings
+from .yaml_file import read_yaml
 
 LEVEL_NAME = r"^[a-z][a-z0-9_]{0,31}$"
 PLAIN_KEYS = ("category", "channel", "source", "severity", "status")
@@ -179,16 +179,7 @@ _SHAPES: dict[tuple[str, ...], type[_Part]] = {
 
 def load_config(path: str | Path, settings: Settings | None = None) -> Config:
     """Read and check the file at ``path``; :class:`ConfigError` lists every problem, one per line."""
-    where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([f"{where}: cannot read the configuration file: {exc}"]) from exc
-    try:
-        raw = yaml.load(text, Loader=_StrictLoader)
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"{where}: {_yaml_problem(exc)}"]) from exc
-    return parse_config(raw, where, settings)
+    return parse_config(read_yaml(path), str(path), settings)
 
 
 def parse_config(raw: object, where: str = "configuration", settings: Settings | None = None) -> Config:
@@ -298,29 +289,28 @@ def _setting_problems(config: Config, settings: Settings) -> Iterator[tuple[str,
             "routes",
             f"{ENV_PREFIX}CATEGORY_CHANNELS is set too: give the routes in one place, the file or the environment",
         )
+    if settings.categories is not None:
+        named = [place for place, category in _categories_named(config) if category not in settings.categories]
+        yield from ((place, f"{ENV_PREFIX}CATEGORIES does not name it: no event can have it") for place in named)
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key given twice in one mapping."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`, merged by the safe loader
-                continue
-            key = self.construct_object(key_node, deep=deep)
-            problem = "" if isinstance(key, Hashable) else "a key must be a plain value, not a list or a mapping"
-            problem = problem or (f"key {key!r} is given twice in one mapping" if key in seen else "")
-            if problem:
-                raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else f"not YAML: {problem}"
+def _categories_named(config: Config) -> Iterator[tuple[str, str]]:
+    """Every place that names a category, and the category: ``category=X`` reserves, the values of a
+    level keyed by ``category``, a route's ``category``."""
+    levels = config.levels or []
+    keyed = {level.name for level in levels if level.key == "category"}
+    for index, level in enumerate(levels):
+        own = {f"values.{_key(v)}.reserves": limits.reserves or {} for v, limits in level.values.items()}
+        for part, reserves in {"reserves": level.reserves, **own}.items():
+            for name in reserves:
+                by, sep, value = name.partition("=")
+                if sep and by in keyed:
+                    yield f"levels[{index}].{part}.{_key(name)}", value
+        if level.key == "category":
+            yield from ((f"levels[{index}].values.{_key(value)}", value) for value in level.values)
+    for index, route in enumerate(config.routes):
+        if route.category is not None:
+            yield f"routes[{index}].category", route.category
 
 
 def _key(key: object) -> str:

@@ -171,6 +171,27 @@ def test_a_route_decides_channel_and_every_level_s_value_and_class():
         explain_route(policy, {"colour": "red"})
 
 
+def test_a_category_no_event_can_have_is_named_where_the_file_names_it():
+    """With NOTIFIER_CATEGORIES set, a reserve, a value or a route's category it does not name could never
+    apply: a typo that would leave a team without its reserve."""
+    text = """
+levels:
+  - {name: global, rules: 100/30m, reserves: {"category=payments": 10%, "category=paymnts": 5%}}
+  - {name: category, key: category, rules: 10/30m, values: {db: 5/30m, dbb: 5/30m}}
+routes:
+  - {match: {source: grafana}, channel: "#g", category: grafna}
+"""
+    with pytest.raises(ConfigError) as caught:
+        parse_config(_yaml(text), "notifier.yaml", load_settings(categories="payments,db,grafana"))
+    why = "NOTIFIER_CATEGORIES does not name it: no event can have it"
+    assert caught.value.problems == [
+        f'notifier.yaml: levels[0].reserves."category=paymnts": {why}',
+        f"notifier.yaml: levels[1].values.dbb: {why}",
+        f"notifier.yaml: routes[0].category: {why}",
+    ]
+    assert parse_config(_yaml(text), "notifier.yaml", load_settings()).levels  # unset: any category may come
+
+
 @pytest.mark.timeout(30)
 def test_a_route_matches_a_sender_s_value_in_linear_time():
     """``(a+)+b`` against 64 "a": Python's ``re`` would try 2**64 ways (the test would time out);
