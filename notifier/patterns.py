@@ -1,4 +1,4 @@
-"""Route patterns, matched in time linear in the value.
+r"""Route patterns, matched in time linear in the value.
 
 A route's pattern is matched against values senders choose: a field's value (up to 1,000
 characters), a category, the channel a front-door message names. Python's ``re`` backtracks:
@@ -7,7 +7,10 @@ waits, so one request could stop the gateway. Route patterns are compiled instea
 engine pydantic checks string patterns with (Rust's ``regex`` crate, in pydantic-core),
 which matches in linear time: 30 us for 1,000 characters, 0.1 us for a short value. It has
 no look-around and no backreferences, which a route does not need; a pattern it cannot
-compile is a configuration problem, named at start-up.
+compile is a configuration problem, named at start-up. Its syntax is Rust's: what routes
+write (classes, groups, alternation, repetition, ``(?i)``) means what it means to ``re``;
+a few rarities do not (``\<`` is a word boundary, ``[[:alpha:]]`` a POSIX class, ``&&``
+in a class an intersection), and ``\Z``, ``a{,2}`` or a large counted Unicode class are refused.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class Pattern:
         self._matches = _compiled(f"^(?:{pattern})$").isinstance_python
 
     def fullmatch(self, value: str) -> bool:
+        """True when the whole of ``value`` matches."""
         return self._matches(value)
 
 

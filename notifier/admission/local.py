@@ -18,9 +18,9 @@ name the level it knows full where the store would name one filled meanwhile. Th
 refusal itself is always the store's: the level it names is full. Without this, a
 category full while its reserve at the root has room (a storm in a reserved
 category) would send every one of its events to the store. When the belief ends,
-the one event that finds it ended asks the store, and the belief is kept while it
-does (``CHECK`` at most): else every event that came before the answer would ask
-too (66-132 alert events a second in storm.py's storms with reserves; 13-15 now).
+the first event that finds it ended asks the store, and the belief is kept while it
+does, ``CHECK`` at most past its end: else every event that came before the answer
+would ask too. A level that could not outlast the known one is not asked about.
 
 An alert's key known refused (its firing event was refused) stays refused only
 while no event of that key can be admitted anywhere, for the store would answer
@@ -61,6 +61,7 @@ class FullLevels:
         self._root_trust = OPEN_TRUST if policy.root.reserving else float("inf")
         self.blocked: dict[Cell, Block] = {}
         self.open: dict[Cell, float] = {}  # cells known to have room, until then
+        self._asked: dict[Cell, float] = {}  # when an event last asked the store about a cell whose room ended
         self._bounds: dict[Cell, float] = {}  # the longest window (s) of a cell's rules: no wait is longer
         self._alike: dict[Path, tuple[tuple[Cell, ...], ...]] = {}  # per path: the cells an alert's events share
         self._key_until: dict[Path, float] = {}  # per path: until when its key is refused (see _key_blocked)
@@ -100,25 +101,34 @@ class FullLevels:
                 unknown.append(cell)
         if best is None:
             return None, INFINITY  # nothing refuses it until something is learnt
-        if self._check(unknown, now):
-            return None, now  # this one event asks the store; the next ones are answered as before
+        asking = False
         for cell in unknown:  # one not known can stay full as long as its longest window
             end = now + self._bound(cell)
             if end > best[0] or (end == best[0] and cell[0] < best[1]):
-                return None, INFINITY
-            until = min(until, best[0] - self._bound(cell))
-        return best, until
+                kept = self._kept(cell, now)
+                if kept is None:
+                    return None, INFINITY  # not known: the store is asked until it answers
+                asking = asking or kept == now
+                until = min(until, kept)
+            else:
+                until = min(until, best[0] - self._bound(cell))
+        return (None, now) if asking else (best, until)  # asking: this one event asks for all its cells
 
-    def _check(self, unknown: list[Cell], now: float) -> bool:
-        """True when room was believed in one of ``unknown`` until just now (``CHECK`` ago at most):
-        the event that finds the belief ended goes to the store, whose answer renews it (``learn``).
-        Meanwhile the belief is kept for ``CHECK`` more, so a storm sends one event to the store
-        per belief ended, not every event that comes before the answer. A belief that ended
-        longer ago is not kept: every event asks the store until one answers."""
-        ended = [cell for cell in unknown if self.open.get(cell, -INFINITY) + CHECK > now]
-        for cell in ended:
-            self.open[cell] = now + CHECK
-        return bool(ended)
+    def _kept(self, cell: Cell, now: float) -> float | None:
+        """Until when room in ``cell``, believed until less than ``CHECK`` ago, is still believed while
+        one event asks the store again (``learn`` renews it); ``now`` when the event asking is this
+        one (the first); None when nothing is kept.
+
+        So a storm sends one event per belief ended, not every event that arrives before the answer;
+        and a belief is kept ``CHECK`` at most past the end the store's answer gave it.
+        """
+        ended = self.open.get(cell, -INFINITY)
+        if now >= ended + CHECK:
+            return None
+        if self._asked.get(cell, -INFINITY) < ended:  # nobody asked since it ended
+            self._asked[cell] = now
+            return now
+        return ended + CHECK
 
     def _key_blocked(self, path: Path) -> float:
         """Until when a level shared by every event of the path's alert is full for all their classes
@@ -178,6 +188,7 @@ class FullLevels:
     def clear(self) -> None:
         self.blocked.clear()
         self.open.clear()
+        self._asked.clear()
         self._key_until.clear()
         self._answers.clear()
 

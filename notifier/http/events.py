@@ -62,16 +62,18 @@ def forbidden_channel(caller: Caller, channel: str) -> str:
     return f"token '{caller.name}' may not post to channel '{channel}'"
 
 
-def decided_on_sight(admission: Admission, caller: Caller, raw: bytes) -> Decision | None:
-    """The decision of an event read on sight (``sight.py``) that this replica takes by itself, else
-    None: then ``parse_event`` reads it, and answers anything wrong (422, or 403 for its channel)."""
+def decided_on_sight(admission: Admission, caller: Caller, raw: bytes) -> tuple[Decision | None, Path | None]:
+    """An event read on sight (``sight.py``): this replica's decision, else None, and its path when
+    this replica was asked (the event goes to the store on it, not asked twice: an answer that
+    ends a belief in room is the store's to give). ``(None, None)`` when not read on sight: then
+    ``parse_event`` reads it and answers anything wrong (422, or 403 for its channel)."""
     seen = read_on_sight(raw)
     if seen is None or unknown_category(seen.category, admission.limiter.policy):
-        return None
+        return None, None
     path = admission.route(seen, caller.name)
     if caller.bounded and not caller.may_post_to(path.channel):
-        return None
-    return admission.decide_here(seen, path)
+        return None, None
+    return admission.decide_here(seen, path), path
 
 
 async def post_event(request: web.Request) -> web.StreamResponse:
@@ -84,13 +86,15 @@ async def post_event(request: web.Request) -> web.StreamResponse:
         caller = app[GUARD].caller(request)
         check_post(request)
         raw = await request.read()
-        decision = decided_on_sight(admission, caller, raw)
+        decision, path = decided_on_sight(admission, caller, raw)
         if decision is None:
             event = parse_event(raw, admission.limiter.policy)
-            path = admission.route(event, caller.name)
-            if caller.bounded:
-                check_channel(caller, path)
-            decision = admission.decide_here(event, path) or await admission.decide_in_store(event, path, caller.name)
+            if path is None:  # not read on sight: routed, checked and asked here now
+                path = admission.route(event, caller.name)
+                if caller.bounded:
+                    check_channel(caller, path)
+                decision = admission.decide_here(event, path)
+            decision = decision or await admission.decide_in_store(event, path, caller.name)
         if decision.outcome is Outcome.DROPPED:
             return refusal_response(decision_body(decision), decision.retry_after)
         return json_response(decision_body(decision), _STATUS[decision.outcome])

@@ -176,8 +176,9 @@ def test_a_category_no_event_can_have_is_named_where_the_file_names_it():
     apply: a typo that would leave a team without its reserve."""
     text = """
 levels:
-  - {name: global, rules: 100/30m, reserves: {"category=payments": 10%, "category=paymnts": 5%}}
-  - {name: category, key: category, rules: 10/30m, values: {db: 5/30m, dbb: 5/30m}}
+  - {name: global, rules: 100/30m, reserves: {"kind=payments": 10%, "kind=paymnts": 5%}}
+  - {name: team, key: "field:team", rules: 50/30m, values: {db: {rules: 20/30m, reserves: {"kind=pya": 5%}}}}
+  - {name: kind, key: category, rules: 10/30m, values: {db: 5/30m, dbb: 5/30m}}
 routes:
   - {match: {source: grafana}, channel: "#g", category: grafna}
 """
@@ -185,8 +186,9 @@ routes:
         parse_config(_yaml(text), "notifier.yaml", load_settings(categories="payments,db,grafana"))
     why = "NOTIFIER_CATEGORIES does not name it: no event can have it"
     assert caught.value.problems == [
-        f'notifier.yaml: levels[0].reserves."category=paymnts": {why}',
-        f"notifier.yaml: levels[1].values.dbb: {why}",
+        f'notifier.yaml: levels[0].reserves."kind=paymnts": {why}',  # a level keyed by category, by any name
+        f'notifier.yaml: levels[1].values.db.reserves."kind=pya": {why}',
+        f"notifier.yaml: levels[2].values.dbb: {why}",
         f"notifier.yaml: routes[0].category: {why}",
     ]
     assert parse_config(_yaml(text), "notifier.yaml", load_settings()).levels  # unset: any category may come
@@ -200,6 +202,7 @@ def test_a_route_matches_a_sender_s_value_in_linear_time():
 routes:
   - {match: {'field:host': '(a+)+b'}, channel: '#b'}
   - {match: {category: 'db.1'}, channel: '#d'}
+  - {match: {category: 'web|api'}, channel: '#w'}
 """
     policy = Policy.from_settings(load_settings(slack_channel="#alerts"), parse_config(_yaml(routes)))
     for value in ("a" * 64, "a" * 1000, "a" * 999 + "b"):
@@ -207,6 +210,8 @@ routes:
         assert route == ("channel: #b" if value.endswith("b") else "channel: #alerts")
     assert explain_route(policy, {"category": "db-1"}).splitlines()[0] == "channel: #d"  # "." is any character
     assert explain_route(policy, {"category": "db-12"}).splitlines()[0] == "channel: #alerts"  # anchored
+    routed = [explain_route(policy, {"category": c}).splitlines()[0] for c in ("api", "webx", "xapi")]
+    assert routed == ["channel: #w", "channel: #alerts", "channel: #alerts"]  # the alternation as a whole
     named = Policy.from_settings(load_settings(slack_channel="#alerts", category_channels={"db.1": "#d"}))
     assert [explain_route(named, {"category": c}).splitlines()[0] for c in ("db.1", "dbx1")] == [
         "channel: #d",

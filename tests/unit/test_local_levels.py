@@ -115,19 +115,33 @@ def test_a_full_category_whose_reserve_at_the_root_has_room_is_refused_here_for_
 
 def test_when_room_is_no_longer_believed_one_event_asks_the_store_while_the_rest_are_answered_as_before():
     """The belief in the root's room ends at 101.0. The first event after that asks the store, and the
-    belief is kept for CHECK (0.1 s) while it does: a storm sends one event, not every event that
-    comes before the answer. Without an answer another one asks; once nobody asked for longer than
-    CHECK, every event goes to the store until one answers."""
+    belief is kept while it does, CHECK (0.1 s) at most past its end: a storm sends one event, not
+    every event that comes before the answer. Without an answer by then, every event asks, as when
+    nobody came within CHECK; an answer believes it a second again."""
     p = policy()
     levels = FullLevels(p)
     pay = path(p, "pay")
     room, full = Wait(0, 0), Wait(50_000_000, 1)
     levels.learn(pay, (room, room, full), sent=100.0)
     assert levels.refusal(pay, 101.01) is None  # asks the store
-    for now in (101.02, 101.05, 101.1):
+    for now in (101.02, 101.05, 101.09):
         assert levels.refusal(pay, now) is not None  # answered here, as before, while it asks
-    assert levels.refusal(pay, 101.12) is None  # no answer within CHECK: the next event asks
-    assert levels.refusal(pay, 101.13) is not None
-    assert [levels.refusal(pay, 105.0), levels.refusal(pay, 105.0)] == [None, None]  # ended long ago
-    levels.learn(pay, (room, room, full), sent=105.0)  # an answer: believed a second again
-    assert levels.refusal(pay, 105.9) is not None
+    assert [levels.refusal(pay, 101.1), levels.refusal(pay, 101.13)] == [None, None]  # no answer: all ask
+    levels.learn(pay, (room, room, full), sent=101.2)  # an answer: believed a second again
+    assert levels.refusal(pay, 101.9) is not None
+    assert levels.refusal(pay, 102.5) is None  # it ended 0.3 s before anyone came: nothing kept
+    assert levels.refusal(pay, 102.5) is None
+
+
+def test_a_level_that_could_not_outlast_the_known_one_asks_nothing_when_its_room_is_no_longer_believed():
+    """The root full for an hour: the channel (40/30m) and the category (10/1m) cannot name a longer
+    wait, full or not, so the root is named without them, and nobody asks the store."""
+    p = policy()
+    levels = FullLevels(p)
+    db = path(p, "db")
+    room = Wait(0, 0)
+    levels.learn(db, (Wait(3_600_000_000, 1), room, room), sent=100.0)
+    for now in (101.01, 101.05, 101.2, 105.0):
+        block = levels.refusal(db, now)
+        assert block is not None and block[2] == "global"
+    assert levels._asked == {}

@@ -3,6 +3,7 @@ with the same facts, and a storm is decided from it while every wrong body still
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -14,6 +15,8 @@ from notifier.http.answers import ApiError
 from notifier.http.app import create_app
 from notifier.http.input import parse_event, unknown_category
 from notifier.http.sight import Seen, read_on_sight
+from notifier.http.state import GATEWAY
+from notifier.models import Decision
 from notifier.policy import Policy
 from notifier.settings import load_settings
 from notifier.tokens import new_token
@@ -165,9 +168,10 @@ async def test_a_storm_is_decided_from_what_was_read_on_sight(aiohttp_client, mo
         raise AssertionError("an event this replica decides was read by parse_event")
 
     monkeypatch.setattr("notifier.http.events.parse_event", not_read)
+    statuses = []
     for body in (STORM, {**ALERT, "dedup_key": "k2"}, {**ALERT, "dedup_key": "k1"}):  # refused, refused, duplicate
-        answer = await client.post("/v1/events", json=body)
-        assert answer.status in (200, 429), await answer.text()
+        statuses.append((await client.post("/v1/events", json=body)).status)
+    assert statuses == [429, 429, 200]
     monkeypatch.undo()
     stats = await (await client.get("/v1/stats")).json()
     assert (stats["accepted"], stats["dropped"]) == (1, 3)
@@ -202,3 +206,25 @@ async def test_a_full_level_never_answers_for_a_channel_or_a_category_the_event_
     assert forbidden.status == 403, await forbidden.text()
     unknown = await client.post("/v1/events", json={"category": "nope", "text": "x"}, headers=send)
     assert unknown.status == 422 and "unknown category 'nope'" in (await unknown.json())["details"][0]["message"]
+
+
+async def test_when_room_is_no_longer_believed_the_event_that_asks_reaches_the_store(aiohttp_client):
+    """With a reserve at the root, room there is believed a second beside a full category. After it,
+    one event asks the store (and its answer renews the belief): it must not be asked of the
+    replica a second time on its way and refused there, which would keep the belief forever."""
+    app = create_app(load_settings(category_limit="1/30m", critical_reserve="10%", digest_interval=0))
+    client = await aiohttp_client(app)
+    limiter = app[GATEWAY].admission.limiter
+    asked = []
+    to_store = limiter.decide_in_store
+
+    async def counted(*args: object, **kwargs: object) -> Decision:
+        asked.append(args[0])
+        return await to_store(*args, **kwargs)  # type: ignore[arg-type]
+
+    limiter.decide_in_store = counted  # type: ignore[method-assign]
+    assert [(await client.post("/v1/events", json=STORM)).status for _ in range(3)] == [202, 429, 429]
+    assert len(asked) == 2  # the third: refused here
+    await asyncio.sleep(1.05)  # the root's room is no longer believed
+    assert [(await client.post("/v1/events", json=STORM)).status for _ in range(3)] == [429] * 3
+    assert len(asked) == 3  # one asked the store; its answer renewed the belief

@@ -3,6 +3,7 @@ reader of every shape accepts, names the same channel, and is what real tools se
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import orjson
@@ -14,6 +15,8 @@ from notifier.http.app import create_app
 from notifier.http.slack_compat import usual
 from notifier.http.slack_compat.payload import SlackError, read_post, webhook_body
 from notifier.http.slack_compat.usual import read_usual
+from notifier.http.state import GATEWAY
+from notifier.models import Decision
 from notifier.settings import load_settings
 
 JSON, FORM = "application/json", "application/x-www-form-urlencoded"
@@ -190,3 +193,27 @@ async def test_a_storm_of_usual_messages_is_refused_on_sight_and_a_wrong_one_sti
     wrong = await client.post(door, data=b'{"attachments": [{"title": 5}]}', headers={"Content-Type": JSON})
     assert (wrong.status, await wrong.text()) == (400, "invalid_blocks")
     assert (await (await client.get("/v1/stats")).json())["dropped"] == before == 4
+
+
+async def test_when_room_is_no_longer_believed_the_message_that_asks_reaches_the_store(aiohttp_client):
+    """As at ``POST /v1/events``: after the second in which room at the root is believed, one message
+    asks the store; read again by ``payload.py``, it is not asked of the replica a second time."""
+    app = create_app(load_settings(category_limit="1/30m", critical_reserve="10%", digest_interval=0))
+    client = await aiohttp_client(app)
+    limiter = app[GATEWAY].admission.limiter
+    asked = []
+    to_store = limiter.decide_in_store
+
+    async def counted(*args: object, **kwargs: object) -> Decision:
+        asked.append(args[0])
+        return await to_store(*args, **kwargs)  # type: ignore[arg-type]
+
+    limiter.decide_in_store = counted  # type: ignore[method-assign]
+    door, headers = "/services/T0/B0/secret", {"Content-Type": JSON}
+    outcomes = [(await client.post(door, data=ALERTMANAGER, headers=headers)).headers["X-Notifier-Outcome"]]
+    outcomes += [(await client.post(door, data=ALERTMANAGER, headers=headers)).headers["X-Notifier-Outcome"]]
+    assert (outcomes, len(asked)) == (["accepted", "dropped"], 2)
+    await asyncio.sleep(1.05)  # the root's room is no longer believed
+    for _ in range(3):
+        assert (await client.post(door, data=ALERTMANAGER, headers=headers)).headers["X-Notifier-Outcome"] == "dropped"
+    assert len(asked) == 3  # one asked the store; its answer renewed the belief

@@ -41,10 +41,10 @@ async def post_webhook(request: web.Request) -> web.StreamResponse:
         caller = webhook_caller(request)
         raw, content_type = await request.read(), request.headers.get("Content-Type", "")
         gateway = request.app[GATEWAY]
-        decision = refused_on_sight(gateway, caller, raw, content_type)
+        decision, asked = refused_on_sight(gateway, caller, raw, content_type)
         if decision is None:  # a message that goes on, or of another shape: read all of it
             post = read_post(webhook_body(raw, content_type), "invalid_payload", "invalid_blocks", caller.mentions)
-            decision = (await take(gateway, caller, post, None, FORBIDDEN)).decision
+            decision = (await take(gateway, caller, post, None, FORBIDDEN, asked)).decision
         dropped = decision.outcome is DROPPED
         if dropped and caller.refusal == "429":
             return webhook_rate_limited(decision.retry_after)

@@ -84,22 +84,27 @@ def routed(gateway: Gateway, caller: Caller, channel: str | None, forbidden: str
     return known
 
 
-def refused_on_sight(gateway: Gateway, caller: Caller, raw: bytes, content_type: str) -> Decision | None:
+def refused_on_sight(gateway: Gateway, caller: Caller, raw: bytes, content_type: str) -> tuple[Decision | None, bool]:
     """The refusal of a webhook message of the usual shape (``usual.py``) this replica decides by
-    itself (no I/O, counted), else None: then read the message with ``payload.py``.
+    itself (no I/O, counted), else None: then read the message with ``payload.py``. And whether
+    this replica was asked: then :func:`take` sends the message to the store without asking it
+    again (an answer that ends a belief in room is the store's to give).
 
     The storm path: a plain call, so a storm's refusals await nothing (as ``POST /v1/events``),
     and read no more of the body than Slack's checks and the channel.
     """
     usual = read_usual(raw, content_type)
     if usual is None:
-        return None
+        return None, False
     event, path = routed(gateway, caller, usual.channel or None, "action_prohibited")
-    return gateway.admission.decide_here(event, path)
+    return gateway.admission.decide_here(event, path), True
 
 
-async def take(gateway: Gateway, caller: Caller, post: Post, ts: str | None, forbidden: str) -> Taken:
-    """Decide ``post`` from ``caller``, known to its client by the gateway ts ``ts`` (if any).
+async def take(
+    gateway: Gateway, caller: Caller, post: Post, ts: str | None, forbidden: str, asked: bool = False
+) -> Taken:
+    """Decide ``post`` from ``caller``, known to its client by the gateway ts ``ts`` (if any);
+    ``asked``: this replica was asked already and could not decide it (``refused_on_sight``).
 
     A message with a ts always goes to the store, which records its fate under the ts with
     its decision (a replica's own refusal would leave none).
@@ -117,7 +122,7 @@ async def take(gateway: Gateway, caller: Caller, post: Post, ts: str | None, for
         if ts:
             await gateway.sent.refused(ts, refused_by)
         return Taken(admission.refuse(path, refused_by), path.channel)
-    decision = admission.decide_here(event, path) if ts is None else None
+    decision = admission.decide_here(event, path) if ts is None and not asked else None
     if decision is None:
         message = {**post.message, "ts": ts} if ts else post.message
         decision = await admission.decide_in_store(with_text(event, post), path, caller.name, message)
