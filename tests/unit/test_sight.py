@@ -7,6 +7,7 @@ import asyncio
 import json
 
 import pytest
+from builders import sent_to_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,6 @@ from notifier.http.app import create_app
 from notifier.http.input import parse_event, unknown_category
 from notifier.http.sight import Seen, read_on_sight
 from notifier.http.state import GATEWAY
-from notifier.models import Decision
 from notifier.policy import Policy
 from notifier.settings import load_settings
 from notifier.tokens import new_token
@@ -214,15 +214,7 @@ async def test_when_room_is_no_longer_believed_the_event_that_asks_reaches_the_s
     replica a second time on its way and refused there, which would keep the belief forever."""
     app = create_app(load_settings(category_limit="1/30m", critical_reserve="10%", digest_interval=0))
     client = await aiohttp_client(app)
-    limiter = app[GATEWAY].admission.limiter
-    asked = []
-    to_store = limiter.decide_in_store
-
-    async def counted(*args: object, **kwargs: object) -> Decision:
-        asked.append(args[0])
-        return await to_store(*args, **kwargs)  # type: ignore[arg-type]
-
-    limiter.decide_in_store = counted  # type: ignore[method-assign]
+    asked = sent_to_store(app[GATEWAY].admission.limiter)
     assert [(await client.post("/v1/events", json=STORM)).status for _ in range(3)] == [202, 429, 429]
     assert len(asked) == 2  # the third: refused here
     await asyncio.sleep(1.05)  # the root's room is no longer believed

@@ -8,6 +8,7 @@ import json
 
 import orjson
 import pytest
+from builders import sent_to_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,6 @@ from notifier.http.slack_compat import usual
 from notifier.http.slack_compat.payload import SlackError, read_post, webhook_body
 from notifier.http.slack_compat.usual import read_usual
 from notifier.http.state import GATEWAY
-from notifier.models import Decision
 from notifier.settings import load_settings
 
 JSON, FORM = "application/json", "application/x-www-form-urlencoded"
@@ -200,15 +200,7 @@ async def test_when_room_is_no_longer_believed_the_message_that_asks_reaches_the
     asks the store; read again by ``payload.py``, it is not asked of the replica a second time."""
     app = create_app(load_settings(category_limit="1/30m", critical_reserve="10%", digest_interval=0))
     client = await aiohttp_client(app)
-    limiter = app[GATEWAY].admission.limiter
-    asked = []
-    to_store = limiter.decide_in_store
-
-    async def counted(*args: object, **kwargs: object) -> Decision:
-        asked.append(args[0])
-        return await to_store(*args, **kwargs)  # type: ignore[arg-type]
-
-    limiter.decide_in_store = counted  # type: ignore[method-assign]
+    asked = sent_to_store(app[GATEWAY].admission.limiter)
     door, headers = "/services/T0/B0/secret", {"Content-Type": JSON}
     outcomes = [(await client.post(door, data=ALERTMANAGER, headers=headers)).headers["X-Notifier-Outcome"]]
     outcomes += [(await client.post(door, data=ALERTMANAGER, headers=headers)).headers["X-Notifier-Outcome"]]
