@@ -23,7 +23,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from . import patterns
 from .errors import ConfigError
 from .rules import Rules, format_share, parse_rules, parse_share
-from .settings import CATEGORY_PATTERN, ENV_PREFIX, Settings
+from .settings import CATEGORY_PATTERN, CATEGORY_RE, ENV_PREFIX, Settings
 from .yaml_file import read_yaml
 
 LEVEL_NAME = r"^[a-z][a-z0-9_]{0,31}$"
@@ -261,7 +261,7 @@ def _route_problems(config: Config) -> Iterator[tuple[str, str]]:
 def _token_problems(config: Config) -> Iterator[tuple[str, str]]:
     owners: dict[str, str] = {}
     for name, token in config.tokens.items():
-        if not re.fullmatch(CATEGORY_PATTERN, name) or name in RESERVED_SOURCES or re.fullmatch(r"env-\d+", name):
+        if not CATEGORY_RE.fullmatch(name) or name in RESERVED_SOURCES or re.fullmatch(r"env-\d+", name):
             yield (
                 f"tokens.{_key(name)}",
                 "a token's name is 1-64 of A-Z a-z 0-9 _ . : -, not anonymous, global or env-N",

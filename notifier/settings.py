@@ -26,7 +26,7 @@ from .windows import QuietWindow, parse_quiet_hours
 
 ENV_PREFIX = "NOTIFIER_"
 CATEGORY_PATTERN = r"^[A-Za-z0-9_.:\-]{1,64}$"
-_CATEGORY = re.compile(CATEGORY_PATTERN)
+CATEGORY_RE = re.compile(CATEGORY_PATTERN)  # a category name: match it whole (fullmatch)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 GLOBAL = "global"  # the global level's name: no category may have it
@@ -225,7 +225,7 @@ class Settings(BaseSettings):
     @field_validator("category_limits", "category_channels", "category_reserves")
     @classmethod
     def _known_category_names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        bad = [name for name in value if not _CATEGORY.fullmatch(name)]
+        bad = [name for name in value if not CATEGORY_RE.fullmatch(name)]
         if bad:
             raise ValueError(f"invalid category name(s): {', '.join(map(repr, bad))}")
         if GLOBAL in value:

@@ -26,13 +26,12 @@ from slack_sdk.signature import SignatureVerifier
 
 from ..policy import Target
 from ..rules import parse_duration_ms, parse_rules
-from ..settings import CATEGORY_PATTERN, MAX_CHOICE
+from ..settings import CATEGORY_RE, MAX_CHOICE
 from ..slack.messages import ACK, CONTROLS, LINK, MUTE, MUTE_FOR, UNACK, UNMUTE, escape, is_state_block
 from .alerts import SLACK, acknowledge
 from .answers import ApiError, json_response
 from .state import GATEWAY, Gateway
 
-_CATEGORY = re.compile(CATEGORY_PATTERN)
 _SLACK_ID = re.compile(r"^[A-Z0-9]{1,32}$")  # users, channels: only these characters reach a message
 _TS = re.compile(r"^\d{1,12}\.\d{1,9}$")
 _DIGEST = re.compile(r"^[0-9a-f]{32}$")  # how an alert's record is named (Keys.record)
@@ -153,7 +152,7 @@ def _target(action: dict[str, Any], gateway: Gateway) -> tuple[str, str, str]:
 def _check(click: Click, gateway: Gateway) -> None:
     """A 400 unless every part of the click is one this gateway could have written."""
     if not (
-        _CATEGORY.fullmatch(click.category)
+        CATEGORY_RE.fullmatch(click.category)
         and _SLACK_ID.fullmatch(click.user)
         and _SLACK_ID.fullmatch(click.channel_id)
         and _TS.fullmatch(click.ts)

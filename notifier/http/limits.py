@@ -14,7 +14,6 @@ is not the root's name) addresses a category at the level named ``category``.
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 from aiohttp import web
@@ -25,7 +24,7 @@ from ..config import PLAIN_KEYS
 from ..models import SEVERITIES, STATUSES
 from ..policy import CATEGORY, Override, Policy, Target, override_field
 from ..rules import Rule, Rules, format_share, parse_duration_ms, parse_rules, rules_text
-from ..settings import CATEGORY_PATTERN
+from ..settings import CATEGORY_RE
 from ..store.client import as_text
 from ..tree import Level, Reserves
 from .answers import ApiError, json_response
@@ -40,7 +39,6 @@ DURATION_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*(ms|s|m|h|d)?\s*$"  # the syntax; t
 RULES_PATTERN = (
     r"^\s*[0-9]+\s*/\s*[0-9]+(\.[0-9]+)?\s*(ms|s|m|h|d)?\s*(,\s*[0-9]+\s*/\s*[0-9]+(\.[0-9]+)?\s*(ms|s|m|h|d)?\s*)*$"
 )
-CATEGORY_RE = re.compile(CATEGORY_PATTERN)
 MAX_VALUE = 1000  # characters of a value (a field's value may be that long)
 
 
