@@ -154,7 +154,9 @@ class Limiter:
         event_id = uuid.uuid4().hex
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         self._futures[event_id] = future
-        self._queue.append(Pending(event, event_id, time.monotonic() + self._budget, path, source, message))
+        now = time.monotonic()
+        self._levels.sent(path, now)
+        self._queue.append(Pending(event, event_id, now + self._budget, path, source, message))
         self._schedule(0)
         try:
             return await future

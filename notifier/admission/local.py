@@ -112,12 +112,12 @@ class FullLevels:
                 until = min(until, kept)
             else:
                 until = min(until, best[0] - self._bound(cell))
-        return (None, now) if asking else (best, until)  # asking: this one event asks for all its cells
+        return (None, now) if asking else (best, until)  # asking: the next event sent asks for all its cells
 
     def _kept(self, cell: Cell, now: float) -> float | None:
         """Until when room in ``cell``, believed until less than ``CHECK`` ago, is still believed while
-        one event asks the store again (``learn`` renews it); ``now`` when the event asking is this
-        one (the first); None when nothing is kept.
+        one event asks the store again (``learn`` renews it); ``now`` while nobody has asked since it
+        ended (the event asking now is to be sent: see :meth:`sent`); None when nothing is kept.
 
         So a storm sends one event per belief ended, not every event that arrives before the answer;
         and a belief is kept ``CHECK`` at most past the end the store's answer gave it.
@@ -126,9 +126,19 @@ class FullLevels:
         if now >= ended + CHECK:
             return None
         if self._asked.get(cell, -INFINITY) < ended:  # nobody asked since it ended
-            self._asked[cell] = now
             return now
         return ended + CHECK
+
+    def sent(self, path: Path, now: float) -> None:
+        """An event of ``path`` goes to the store now: it asks for every cell whose room ended just before.
+
+        Noted when it is sent, not when :meth:`refusal` answers None: a caller may ask twice, or
+        find the event wrong before it goes, and the belief must not be kept without a question.
+        """
+        for cell in path.cells:
+            ended = self.open.get(cell)
+            if ended is not None and ended <= now < ended + CHECK:
+                self._asked[cell] = now
 
     def _key_blocked(self, path: Path) -> float:
         """Until when a level shared by every event of the path's alert is full for all their classes

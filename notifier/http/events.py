@@ -64,9 +64,9 @@ def forbidden_channel(caller: Caller, channel: str) -> str:
 
 def decided_on_sight(admission: Admission, caller: Caller, raw: bytes) -> tuple[Decision | None, Path | None]:
     """An event read on sight (``sight.py``): this replica's decision, else None, and its path when
-    this replica was asked (the event goes to the store on it, not asked twice: an answer that
-    ends a belief in room is the store's to give). ``(None, None)`` when not read on sight: then
-    ``parse_event`` reads it and answers anything wrong (422, or 403 for its channel)."""
+    this replica was asked (the event goes to the store on it, neither routed nor asked again).
+    ``(None, None)`` when not read on sight: then ``parse_event`` reads it and answers anything
+    wrong (422, or 403 for its channel)."""
     seen = read_on_sight(raw)
     if seen is None or unknown_category(seen.category, admission.limiter.policy):
         return None, None

@@ -116,14 +116,16 @@ def test_a_full_category_whose_reserve_at_the_root_has_room_is_refused_here_for_
 def test_when_room_is_no_longer_believed_one_event_asks_the_store_while_the_rest_are_answered_as_before():
     """The belief in the root's room ends at 101.0. The first event after that asks the store, and the
     belief is kept while it does, CHECK (0.1 s) at most past its end: a storm sends one event, not
-    every event that comes before the answer. Without an answer by then, every event asks, as when
-    nobody came within CHECK; an answer believes it a second again."""
+    every event that comes before the answer. It asks once sent (``sent``), however often the
+    replica was asked about it first. Without an answer by then, every event asks, as when nobody
+    came within CHECK; an answer believes it a second again."""
     p = policy()
     levels = FullLevels(p)
     pay = path(p, "pay")
     room, full = Wait(0, 0), Wait(50_000_000, 1)
     levels.learn(pay, (room, room, full), sent=100.0)
-    assert levels.refusal(pay, 101.01) is None  # asks the store
+    assert [levels.refusal(pay, 101.01), levels.refusal(pay, 101.01)] == [None, None]  # asked twice: still to ask
+    levels.sent(pay, 101.01)  # then sent: it asks the store
     for now in (101.02, 101.05, 101.09):
         assert levels.refusal(pay, now) is not None  # answered here, as before, while it asks
     assert [levels.refusal(pay, 101.1), levels.refusal(pay, 101.13)] == [None, None]  # no answer: all ask

@@ -87,8 +87,7 @@ def routed(gateway: Gateway, caller: Caller, channel: str | None, forbidden: str
 def refused_on_sight(gateway: Gateway, caller: Caller, raw: bytes, content_type: str) -> tuple[Decision | None, bool]:
     """The refusal of a webhook message of the usual shape (``usual.py``) this replica decides by
     itself (no I/O, counted), else None: then read the message with ``payload.py``. And whether
-    this replica was asked: then :func:`take` sends the message to the store without asking it
-    again (an answer that ends a belief in room is the store's to give).
+    this replica was asked: then :func:`take` sends the message to the store without asking again.
 
     The storm path: a plain call, so a storm's refusals await nothing (as ``POST /v1/events``),
     and read no more of the body than Slack's checks and the channel.
