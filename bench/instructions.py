@@ -78,7 +78,7 @@ async def send(port: int, requests: int, connections: int = 8) -> None:
         for i in range(n):
             body = BODIES[(start + i) % len(BODIES)]
             writer.write(
-                b"POST %s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n%s"
+                b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n%s"
                 b"Content-Length: %d\r\n\r\n%s" % (PATH, AUTH_LINE, len(body), body)
             )
             length = 0

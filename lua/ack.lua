@@ -7,10 +7,10 @@
 --
 -- KEYS[1] the alert's record (hash, see admit.lua)  KEYS[2] edits due (zset)
 -- ARGV[1] 'ack' or 'unack'; for 'ack': ARGV[2] who (a Slack mention for a click,
---   else a name or the author), ARGV[3] where from ('slack' or 'api')
+--   else a name or the author), ARGV[3] where from ('slack', 'api', 'console' or 'cli')
 --
 -- Returns {0} when the record is no open alert (gone, never fired, or resolved);
--- else {1, who acknowledged ('' = nobody), when (us, '' = never)}.
+-- else {1, who acknowledged ('' = nobody), when (us, '' = never), where from ('' = nobody)}.
 
 local t = redis.call('TIME')
 local now = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
@@ -29,5 +29,5 @@ else
 end
 redis.call('HINCRBY', KEYS[1], 'ver', 1)
 if redis.call('HEXISTS', KEYS[1], 'ts') == 1 then redis.call('ZADD', KEYS[2], 'NX', now, KEYS[1]) end
-local by, at = unpack(redis.call('HMGET', KEYS[1], 'ack_by', 'ack_at'))
-return {1, by or '', at or ''}
+local by, at, src = unpack(redis.call('HMGET', KEYS[1], 'ack_by', 'ack_at', 'ack_src'))
+return {1, by or '', at or '', src or ''}

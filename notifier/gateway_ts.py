@@ -132,13 +132,14 @@ class GatewayTs:
                 return None
             await asyncio.sleep(PARENT_POLL)
 
-    async def update(self, ts: str, channel: str, message: dict[str, Any]) -> str:
+    async def update(self, ts: str, message: dict[str, Any]) -> str | None:
         """Make ``message`` the latest content of the message ``ts`` (edited once posted, coalesced).
 
         Returns the refusing level's name when that message was refused (nothing is changed),
-        else "". A ts the gateway does not know is a real Slack ts in ``channel``, edited as named.
+        None when the gateway knows no message by ``ts`` (nothing is written), else "".
         """
-        keys = [self._keys.sent(ts), self._keys.sent(ts, channel), self._keys.edits]
-        args = [orjson.dumps(message), SENT_LIFE_US // 1000, channel, ts]
-        outcome, level = await self._store.run(self._scripts.update, keys, args)
-        return as_text(level) if as_text(outcome) == "refused" else ""
+        keys = [self._keys.sent(ts), self._keys.edits]
+        outcome, level = await self._store.run(
+            self._scripts.update, keys, [orjson.dumps(message), SENT_LIFE_US // 1000]
+        )
+        return None if as_text(outcome) == "unknown" else as_text(level)

@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from .errors import SettingsError
 from .escalation import Step, parse_escalation
 from .rules import Rules, parse_duration_ms, parse_rules, parse_share
+from .secret_files import file_variables, read_secret_files
 from .windows import QuietWindow, parse_quiet_hours
 
 ENV_PREFIX = "NOTIFIER_"
@@ -165,6 +166,13 @@ class Settings(BaseSettings):
     slack_signing_secret: str | None = None
     """The Slack app's signing secret. With it (and a bot token), messages carry controls (mute, acknowledge) and POST
     /v1/slack/actions takes Slack's signed clicks."""
+    slack_app_token: str | None = None
+    """An app-level token (`xapp-...`, with `connections:write`): with a bot token, Slack's clicks come over Socket
+    Mode, one connection per replica, so the buttons work with no public URL and no signing secret."""
+    control_secret: str | None = None
+    """The secret that seals the controls of the gateway's messages, so that a click acts only on a control the gateway
+    made. Unset: a random one is made and kept in the store, shared by the fleet; set it to keep the buttons of posted
+    messages working after the store's data is lost."""
     category_channels: Annotated[dict[str, str], NoDecode, BeforeValidator(_json_object)] = {}
     """Per-category channels, as a JSON object: category -> channel. E.g. `{"db": "#team-db"}`."""
     channel_rate: RulesSetting = parse_rules("1/1s")
@@ -193,6 +201,10 @@ class Settings(BaseSettings):
     PUT, DELETE) and every read of event content (/v1/dead, /v1/alerts) needs `Authorization: Bearer <token>`;
     counts (/v1/stats, /v1/limits, /metrics, /healthz, /readyz) stay open for monitoring. Tokens that may do only
     part of it: `notifier token new NAME --scopes send` and `tokens:` in NOTIFIER_CONFIG."""
+    allowed_hosts: CommaList = ()
+    """Comma list of host names a gateway bound to a loopback address answers besides loopback ones (`localhost`,
+    `127.0.0.1`, `[::1]`), while no tokens are configured: a request whose `Host` names another is refused (403), so
+    a web page cannot reach it by DNS rebinding. E.g. `notifier.internal`."""
     key_prefix: str = Field("notifier", pattern=r"^[A-Za-z0-9_.:\-]{1,64}$")
     """The prefix of every Redis key (keys look like `PREFIX:{PREFIX}:...`; the braces keep one deployment in one Redis
     Cluster slot)."""
@@ -246,6 +258,13 @@ class Settings(BaseSettings):
             raise ValueError("give exactly one rule, e.g. 1/1s")
         if value[0].count < 1:
             raise ValueError("a pace of 0 would never send; give at least 1, e.g. 1/1s")
+        return value
+
+    @field_validator("slack_app_token")
+    @classmethod
+    def _app_token(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("xapp-"):
+            raise ValueError("not an app-level token: it starts with xapp-")
         return value
 
     @field_validator("redis_url")
@@ -306,11 +325,16 @@ class Settings(BaseSettings):
 
 
 def load_settings(env_file: str | None = None, **overrides: Any) -> Settings:
-    """Build the settings, turning a validation error into one line naming the variable."""
+    """Build the settings, turning a validation error into one line naming the variable.
+
+    A secret setting may come from a file (``NOTIFIER_<NAME>_FILE``, see ``secret_files``).
+    """
     if env_file is not None and not Path(env_file).is_file():
         raise SettingsError(f"env file {env_file} does not exist or is not a file")
+    given = {**_env_file_values(env_file), **os.environ}  # the environment wins, as pydantic-settings reads them
+    files = read_secret_files(ENV_PREFIX, given)
     try:
-        return Settings(_env_file=env_file, **overrides)  # type: ignore[call-arg]
+        return Settings(_env_file=env_file, **{**files, **overrides})  # type: ignore[call-arg]
     except ValidationError as exc:
         raise SettingsError(_one_line(exc)) from exc
 
@@ -323,9 +347,18 @@ def _one_line(exc: ValidationError) -> str:
     return f"invalid setting {ENV_PREFIX}{str(err['loc'][0]).upper()}: {message}"
 
 
+def _env_file_values(env_file: str | None) -> dict[str, str]:
+    """``NAME=value`` lines of an env file (the ``_FILE`` names are read from it too)."""
+    if not env_file:
+        return {}
+    lines = Path(env_file).read_text(errors="replace").splitlines()
+    pairs = (line.split("=", 1) for line in lines if "=" in line and not line.lstrip().startswith("#"))
+    return {name.strip(): value.strip().strip("'\"") for name, value in pairs}
+
+
 def unknown_variables(env_file: str | None = None, environ: Mapping[str, str] | None = None) -> list[str]:
     """Warnings for ``NOTIFIER_*`` names no setting has, each with the closest known name."""
-    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
+    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields} | file_variables(ENV_PREFIX)
     given = {name for name in (os.environ if environ is None else environ) if name.startswith(ENV_PREFIX)}
     if env_file:
         lines = Path(env_file).read_text(errors="replace").splitlines()

@@ -161,7 +161,7 @@ def unmute(url: str, token: str | None, target: str) -> int:
 
 def ack(url: str, token: str | None, dedup_key: str, by: str | None) -> int:
     """``notifier ack``: acknowledge the open alert ``dedup_key`` (as ``by``, else as the token's author)."""
-    return _acknowledge(url, "POST", dedup_key, token, {"by": by} if by else None)
+    return _acknowledge(url, "POST", dedup_key, token, {"via": "cli", **({"by": by} if by else {})})
 
 
 def unack(url: str, token: str | None, dedup_key: str) -> int:
@@ -176,7 +176,8 @@ def _acknowledge(url: str, method: str, dedup_key: str, token: str | None, body:
         return 1
     at = answer.get("acknowledged_at")
     if answer.get("acknowledged_by") and at is not None:
-        print(f"{answer['dedup_key']}: acknowledged by {answer['acknowledged_by']} at {_utc(at)}")
+        via = f" (via {answer['acknowledged_via']})" if answer.get("acknowledged_via") else ""
+        print(f"{answer['dedup_key']}: acknowledged by {answer['acknowledged_by']} at {_utc(at)}{via}")
     else:
         print(f"{answer['dedup_key']}: not acknowledged")
     return 0

@@ -101,10 +101,10 @@ export async function call(method, path, body) {
   const given = token();
   if (given) headers.Authorization = `Bearer ${given}`;
   const init = { method, headers, cache: "no-store", credentials: "omit", redirect: "error" };
-  if (body !== undefined) {
-    headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
+  // Every change says it is JSON, a body or not: in open mode the gateway takes no change without it
+  // (a page of another site cannot send that header without a preflight, which it never grants).
+  if (body !== undefined || method !== "GET") headers["Content-Type"] = "application/json";
+  if (body !== undefined) init.body = JSON.stringify(body);
   let response;
   try {
     // Relative to the page, so a gateway behind a proxy under a path prefix works the same.

@@ -310,7 +310,7 @@ function toggleAck(alert) {
   const by = $("ack-by").value.trim();
   act(
     $("alerts-note"),
-    () => (acked ? call("DELETE", path) : call("POST", path, by ? { by } : undefined)),
+    () => (acked ? call("DELETE", path) : call("POST", path, by ? { by, via: "console" } : { via: "console" })),
     (answer) =>
       answer.acknowledged_by ? `Acknowledged by ${answer.acknowledged_by}.` : `${alert.dedup_key} is no longer acknowledged.`,
   );

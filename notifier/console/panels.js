@@ -260,7 +260,8 @@ function makeAlert(first, toggle) {
       const times = a.seen > 1 ? `seen ${a.seen} times, first ${clock(a.first_seen)}, last` : "seen once,";
       setText(seen, `${times} ${clock(a.last_seen)}`);
       const acked = a.acknowledged_by !== null && a.acknowledged_by !== undefined;
-      setText(ack, acked ? `Acknowledged by ${a.acknowledged_by}${a.acknowledged_at ? " at " + clock(a.acknowledged_at) : ""}` : "not acknowledged");
+      const via = a.acknowledged_via ? ` (via ${a.acknowledged_via})` : "";
+      setText(ack, acked ? `Acknowledged by ${a.acknowledged_by}${a.acknowledged_at ? " at " + clock(a.acknowledged_at) : ""}${via}` : "not acknowledged");
       ack.classList.toggle("done", acked);
       const extra = [];
       const steps = Array.isArray(a.escalations) ? a.escalations.length : Number(a.escalations) || 0;

@@ -20,7 +20,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 import orjson
@@ -30,11 +30,8 @@ from ..metrics import Metrics
 from ..outbox import EventEntry, decode
 from ..rules import Rule
 from ..slack.as_sent import as_updated
+from ..slack.controls import ACK, MUTE, NO_CONTROLS, UNACK, Offered
 from ..slack.messages import (
-    ACK,
-    MUTE,
-    MUTE_FOR,
-    UNACK,
     Message,
     MessageState,
     acknowledged_line,
@@ -46,6 +43,7 @@ from ..slack.templates import Templates
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
+from ..store.secret import ControlKey
 from ..tasks import until_answered
 from .pacing import Bucket, Pacer, backoff
 
@@ -84,6 +82,11 @@ class Record:
         return self.fields.get("ack_by") or None
 
     @property
+    def acknowledged_via(self) -> str | None:
+        """Where the acknowledgement came from: ``slack``, ``api``, ``console`` or ``cli``."""
+        return self.fields.get("ack_src") or None if self.acknowledged_by else None
+
+    @property
     def acknowledged_at_us(self) -> int | None:
         at = self.fields.get("ack_at")
         return int(at) if at else None
@@ -101,13 +104,13 @@ class Record:
         entry = decode(self.fields) if "e" in self.fields else None
         return entry if isinstance(entry, EventEntry) else None
 
-    def state(self, choices: tuple[str, ...]) -> MessageState:
+    def state(self, offered: Offered) -> MessageState:
         """Repeats, resolution and banner, and the controls the message should carry.
 
-        ``choices`` are the mute durations the gateway offers; none when its
-        messages carry no controls (no signing secret, or a sink that cannot edit).
+        ``offered``: the mute durations the gateway offers and the key sealing them; none
+        when its messages carry no controls (no signing secret, or a sink that cannot edit).
         """
-        fields = self.fields
+        fields, choices = self.fields, offered.choices
         button = fields.get("button") or MUTE
         return MessageState(
             seen=int(fields.get("n", 1)),
@@ -120,10 +123,11 @@ class Record:
             reopened=int(fields.get("reopened", 0)),
             acknowledged=self.acknowledged_line(),
             ack=(UNACK if self.acknowledged_by else ACK) if choices and self.open else "",
+            key=offered.key,
         )
 
-    async def message(self, choices: tuple[str, ...], templates: Templates) -> Message | None:
-        """The message as it should read now, or None when the record cannot say (``choices``: see :meth:`state`).
+    async def message(self, offered: Offered, templates: Templates) -> Message | None:
+        """The message as it should read now, or None when the record cannot say (``offered``: see :meth:`state`).
 
         An alert's message is made again from its first event, in its template's shape.
         """
@@ -133,32 +137,40 @@ class Record:
         if "m" in self.fields:  # a front-door client's update of its message: as sent
             return as_updated(posted.channel_id, orjson.loads(self.fields["m"]))
         if entry is not None:
-            return await templates.message(entry, posted.channel_id, self.state(choices))
+            return await templates.message(entry, posted.channel_id, self.state(offered))
         base = json.loads(self.fields.get("base", "[]"))
         category = self.fields.get("category", "")
-        return edited_message(
-            posted.channel_id, base, self.fields.get("text", ""), self.state(choices or (MUTE_FOR,)), category
-        )
+        return edited_message(posted.channel_id, base, self.fields.get("text", ""), self.state(offered), category)
 
 
-async def post_of(
-    store: Store, entry: EventEntry, choices: tuple[str, ...], templates: Templates
-) -> tuple[Message, int]:
+async def post_of(store: Store, entry: EventEntry, offered: Offered, templates: Templates) -> tuple[Message, int]:
     """An event's post, and the version of its alert's record it shows (0: not an alert, or its record is gone).
 
-    An alert's post shows the state its record holds now (``choices``: see :meth:`Record.state`).
+    An alert's post shows the state its record holds now (``offered``: see :meth:`Record.state`).
     """
     record = await until_answered("reading a record", read_record, store, entry.record) if entry.record else None
     if record is None or record.fields.get("id") != entry.id:
-        state = MessageState(button=MUTE if choices else "", choices=choices)
+        state = MessageState(button=MUTE if offered.choices else "", choices=offered.choices, key=offered.key)
         return await templates.message(entry, entry.channel, state), 0
-    return await templates.message(entry, entry.channel, record.state(choices)), record.version
+    return await templates.message(entry, entry.channel, record.state(offered)), record.version
 
 
 async def read_record(store: Store, key: str) -> Record | None:
     """The record at ``key``, or None when it is gone (expired with its window)."""
     raw = await store.call(store.redis.hgetall, key)
     return Record(key, {as_text(k): as_text(v) for k, v in raw.items()}) if raw else None
+
+
+class Offer:
+    """The controls messages carry now: the mute choices, sealed with the fleet's key (read when first needed)."""
+
+    def __init__(self, choices: tuple[str, ...], key: ControlKey | None) -> None:
+        self._choices, self._key = choices, key
+
+    async def __call__(self) -> Offered:
+        if self._key is None:  # messages carry no controls
+            return NO_CONTROLS
+        return Offered(self._choices, await until_answered("reading the control key", self._key.get))
 
 
 class Editor:
@@ -172,11 +184,11 @@ class Editor:
         update_rate: Rule,
         sink: Sink,
         metrics: Metrics,
-        choices: tuple[str, ...],
+        offered: Callable[[], Awaitable[Offered]],
         templates: Templates,
     ) -> None:
         self._store, self._scripts, self._keys = store, scripts, keys
-        self._sink, self._metrics, self._choices = sink, metrics, choices
+        self._sink, self._metrics, self._offered = sink, metrics, offered
         self._templates = templates
         self._pacer = Pacer(store, scripts, update_rate)
         self._bucket = Bucket(keys.update_pace, keys.update_cooldown, keys.cooldown_all)
@@ -211,7 +223,7 @@ class Editor:
 
     async def _edit(self, key: str) -> None:
         record = await until_answered("reading a record", read_record, self._store, key)
-        message = await record.message(self._choices, self._templates) if record else None
+        message = await record.message(await self._offered(), self._templates) if record else None
         if record is None or message is None or record.posted is None:
             await self._done(key, "drop")
             return

@@ -49,9 +49,10 @@ from ..slack.templates import Templates
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
+from ..store.secret import ControlKey
 from ..tasks import cancel_and_wait, every, until_answered
 from .digests import Digests
-from .edits import Editor, post_of, read_record
+from .edits import Editor, Offer, post_of, read_record
 from .group import READ_COUNT, ConsumerGroup, Escalate, Taken, take
 from .pacing import Bucket, Pacer, backoff
 from .timers import Timers
@@ -85,6 +86,7 @@ class Delivery:
         metrics: Metrics,
         policy: Callable[[], Policy],
         templates: Templates,
+        control_key: ControlKey,
     ) -> None:
         self._store, self._keys, self._settings = store, keys, settings
         self._sink, self._metrics, self._templates = sink, metrics, templates
@@ -96,8 +98,8 @@ class Delivery:
         self._digests = Digests(store, scripts, keys)
         controls = bool(settings.slack_signing_secret) and sink.edits and sink.paced
         controls = controls and policy().mute_target("") is not None  # (the tree is the file's: fixed)
-        self._choices = settings.mute_choices if controls else ()  # none: messages carry no controls
-        self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._choices, templates)
+        self._offered = Offer(settings.mute_choices, control_key if controls else None)  # None: no controls
+        self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._offered, templates)
         self._timers = Timers(store, scripts, keys, settings.escalation, policy)  # policy: windows' hand-overs
         self._threads = GatewayTs(store, scripts, keys)  # where the parents of front-door replies are
         self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
@@ -276,7 +278,7 @@ class Delivery:
         event = {**entry.event, "category": entry.category}
         if entry.reply:
             return await self._resolution(entry, event), 0
-        return await post_of(self._store, entry, self._choices, self._templates)
+        return await post_of(self._store, entry, await self._offered(), self._templates)
 
     async def _resolution(self, entry: EventEntry, event: dict[str, Any]) -> Message:
         """A resolution's reply, in the thread of its alert's message once that is posted.

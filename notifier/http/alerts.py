@@ -5,7 +5,9 @@ seen, and dedup_key -> record key); ``timers.lua`` takes out the ones whose wind
 ended, so the index is bounded by what the limits admitted. A page reads at most
 ``PAGE`` alerts whatever a client sends; the cursor is opaque (where the last page
 ended: its first-seen time and record). The list holds event text, so with
-tokens configured it needs the scope ``read``; acknowledging needs ``ack``.
+tokens configured it needs the scope ``read``; acknowledging needs ``ack``. Each acknowledgement
+says where it came from: ``slack`` (a click, whose ``<@U...>`` Slack vouches for) or the face of
+an HTTP call (``api``, ``console``, ``cli``), whose ``by`` is only what the caller wrote.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+from typing import Any, Final, Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,7 +31,8 @@ from .state import GATEWAY, Gateway
 PAGE = 500  # alerts per page, at most
 TIES = 512  # alerts that may share one first-seen time (one admission call decides up to 256)
 MAX_KEY = 200  # characters of a dedup_key
-SLACK, API = "slack", "api"
+SLACK: Final = "slack"
+API: Final = "api"
 
 
 class AckRequest(BaseModel):
@@ -38,6 +41,7 @@ class AckRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     by: str | None = Field(None, min_length=1, max_length=64, description="who acknowledges; else the author")
+    via: Literal["api", "console", "cli"] = Field(API, description="the face it was made from (never slack)")
 
 
 async def acknowledge(gateway: Gateway, record: str, by: str, source: str) -> dict[str, Any] | None:
@@ -47,8 +51,12 @@ async def acknowledge(gateway: Gateway, record: str, by: str, source: str) -> di
     reply = await store.run(gateway.scripts.ack, [record, keys.edits], args)
     if not int(reply[0]):
         return None
-    who, at = as_text(reply[1]), as_text(reply[2])
-    return {"acknowledged_by": who or None, "acknowledged_at": round(int(at) / 1e6, 3) if at else None}
+    who, at, via = as_text(reply[1]), as_text(reply[2]), as_text(reply[3])
+    return {
+        "acknowledged_by": who or None,
+        "acknowledged_at": round(int(at) / 1e6, 3) if at else None,
+        "acknowledged_via": via or None,
+    }
 
 
 async def post_ack(request: web.Request) -> web.StreamResponse:
@@ -56,7 +64,7 @@ async def post_ack(request: web.Request) -> web.StreamResponse:
     gateway = request.app[GATEWAY]
     key = _dedup_key(request)
     body = await _ack_request(request)
-    return await _acked(gateway, key, body.by or request[CALLER].name)
+    return await _acked(gateway, key, body.by or request[CALLER].name, body.via)
 
 
 async def delete_ack(request: web.Request) -> web.StreamResponse:
@@ -65,9 +73,9 @@ async def delete_ack(request: web.Request) -> web.StreamResponse:
     return await _acked(gateway, _dedup_key(request), "")
 
 
-async def _acked(gateway: Gateway, key: str, by: str) -> web.Response:
+async def _acked(gateway: Gateway, key: str, by: str, via: str = API) -> web.Response:
     record = await gateway.store.call(gateway.store.redis.hget, gateway.keys.alerts_index, key_digest(key))
-    answer = await acknowledge(gateway, as_text(record), by, API) if record else None
+    answer = await acknowledge(gateway, as_text(record), by, via) if record else None
     if answer is None:
         raise ApiError(404, "no open alert has this dedup_key")
     return json_response({"dedup_key": key, **answer})
@@ -82,7 +90,7 @@ def _dedup_key(request: web.Request) -> str:
 
 async def _ack_request(request: web.Request) -> AckRequest:
     if not request.body_exists:
-        return AckRequest(by=None)
+        return AckRequest(by=None, via=API)
     return validated(AckRequest, await read_json(request))
 
 
@@ -155,6 +163,7 @@ def alert_view(record: Record) -> dict[str, Any] | None:
         "reopened": int(fields.get("reopened", 0)),
         "acknowledged_by": record.acknowledged_by,
         "acknowledged_at": None if at is None else round(at / 1e6, 3),
+        "acknowledged_via": record.acknowledged_via,
         "escalations": int(fields.get("escn", 0)),
         "held": bool(fields.get("held")),  # its post waits for the hand-over of a window
         "channel": posted.channel_id if posted else None,

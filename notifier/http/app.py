@@ -25,6 +25,7 @@ from ..slack.sinks import make_sink
 from ..slack.templates import Templates
 from ..store.keys import Keys
 from ..store.scripts import Scripts
+from ..store.secret import ControlKey
 from ..store.topology import connect
 from ..tasks import cancel_and_wait, every
 from . import admin, alerts, console, limits, ops, slack_compat, windows
@@ -67,7 +68,10 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
         )
         admission = Admission(limiter, fallback, metrics.decisions)
         dead_letters, sent = DeadLetters(store, scripts, keys), GatewayTs(store, scripts, keys)
-        app[GATEWAY] = Gateway(settings, store, keys, scripts, admission, overrides, dead_letters, metrics, sent)
+        control_key = ControlKey(store, keys, settings.control_secret)
+        app[GATEWAY] = Gateway(
+            settings, store, keys, scripts, admission, overrides, dead_letters, metrics, sent, control_key
+        )
         gateway = app[GATEWAY]
         loops = [
             asyncio.create_task(every("watching overrides", lambda: WATCH_EVERY, overrides.watch)),
@@ -76,7 +80,8 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
             ),
         ]
         templates = Templates(app[CONFIG].templates, lambda name: metrics.template_errors.labels(name).inc())
-        delivery = Delivery(store, scripts, keys, settings, sink, metrics, lambda: limiter.policy, templates)
+        policy = lambda: limiter.policy  # noqa: E731 (the snapshot in force when asked)
+        delivery = Delivery(store, scripts, keys, settings, sink, metrics, policy, templates, control_key)
         await delivery.start()
         yield
         await cancel_and_wait(loops)
@@ -131,5 +136,5 @@ def create_app(settings: Settings, config: Config = EMPTY) -> web.Application:
         web.RouteDef(r.method, r.path, r.handler if r.handler in own else answers_errors(guarded(r.handler)), r.kwargs)
         for r in routes
     )
-    app[GUARD] = Guard(app[TOKENS], app.router.routes())
+    app[GUARD] = Guard(app[TOKENS], app.router.routes(), settings)
     return app

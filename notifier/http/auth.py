@@ -20,6 +20,7 @@ import fnmatch
 import functools
 import hashlib
 import hmac
+import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ from ..config import SCOPES, Config
 from ..models import ANONYMOUS
 from ..settings import Settings
 from .answers import ApiError, Handler, json_response
+from .input import check_post
 
 SEND, READ, ACK, ADMIN = SCOPES
 OPEN = "open"  # no token looked at: counts, health, the console's files, Slack's signed requests
@@ -71,6 +73,9 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/{asset}"): OPEN,  # the console's scripts, style and icon
     ("*", "/{path}"): OPEN,  # unknown paths and methods: 404 or 405
 }
+HOST_REFUSED = "Host not allowed: a gateway on a loopback address answers loopback names and NOTIFIER_ALLOWED_HOSTS"
+CHANGES = frozenset(("POST", "PUT", "DELETE", "PATCH"))
+LOOPBACK_NAMES = frozenset(("localhost", "127.0.0.1", "::1"))
 MAX_REMEMBERED = 1024  # presented tokens whose caller is remembered (see Tokens.lookup)
 UNAUTHORIZED = {"WWW-Authenticate": 'Bearer realm="notifier"'}  # RFC 6750: a 401 names the scheme
 
@@ -152,18 +157,31 @@ CALLER = web.RequestKey("caller", Caller)
 
 
 class Guard:
-    """The route table applied to the routes of one application, with its tokens."""
+    """The route table applied to the routes of one application, with its tokens.
 
-    def __init__(self, tokens: Tokens, routes: Iterable[AbstractRoute]) -> None:
+    Open mode (no tokens) is not open to web pages in the operator's browser: a change
+    needs ``Content-Type: application/json``, which a page cannot send to another site
+    without a preflight (never granted here), and a gateway bound to a loopback address
+    answers only a ``Host`` that names it so (or one of NOTIFIER_ALLOWED_HOSTS), which a
+    DNS-rebinding page cannot.
+    """
+
+    def __init__(self, tokens: Tokens, routes: Iterable[AbstractRoute], settings: Settings) -> None:
         self.tokens = tokens
         self.open = tokens.open  # read on every request: a plain attribute, not a property
         self._needs = {
             route: need_of(route.method, route.resource.canonical if route.resource else "") for route in routes
         }
+        self._hosts = frozenset(h.lower() for h in settings.allowed_hosts) | LOOPBACK_NAMES
+        self._host_bound = self.open and is_loopback(settings.host)
 
     def caller(self, request: web.Request) -> Caller:
-        """Who sent ``request``, when it may use the route it reached; else a 401 or 403 (``ApiError``)."""
+        """Who sent ``request``, when it may use the route it reached; else a 401, 403 or 415 (``ApiError``)."""
         if self.open:
+            if not self.host_allowed(request):
+                raise ApiError(403, HOST_REFUSED)
+            if request.method in CHANGES and self._needs[request.match_info.route] != OPEN:
+                check_post(request)
             return EVERYONE
         need = self._needs[request.match_info.route]
         if need == OPEN:
@@ -175,6 +193,31 @@ class Guard:
         if need != TOKEN and not caller.may(need):
             raise ApiError(403, f"token '{caller.name}' lacks scope '{need}'")
         return caller
+
+    def host_allowed(self, request: web.Request) -> bool:
+        """False for a ``Host`` that a loopback-bound gateway in open mode does not answer (the front doors ask too)."""
+        if not self._host_bound:
+            return True
+        host = request.headers.get("Host")
+        return host is None or host_name(host) in self._hosts or is_loopback(host_name(host))
+
+
+def host_name(host: str) -> str:
+    """The name in a ``Host`` header, without its port or brackets, lower case."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0].lower()
+    name, _, port = host.rpartition(":")
+    return (name if name and port.isdigit() else host).lower()
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` (and names under it) and loopback addresses."""
+    if host in LOOPBACK_NAMES or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def need_of(method: str, path: str) -> str:

@@ -179,6 +179,7 @@ class OpenAlert(BaseModel):
     seen: int = Field(ge=1)
     acknowledged_by: str | None
     acknowledged_at: float | None = Field(description="unix seconds, or null")
+    acknowledged_via: str | None = Field(description="slack (a click), api, console or cli; null when not acknowledged")
     escalations: int = Field(ge=0, description="escalation steps posted so far")
     held: bool
     channel: str | None = Field(description="the channel id Slack answered, once posted")
@@ -198,6 +199,7 @@ class AckAnswer(BaseModel):
     dedup_key: str
     acknowledged_by: str | None
     acknowledged_at: float | None = Field(description="unix seconds, or null")
+    acknowledged_via: str | None = Field(description="slack (a click), api, console or cli; null when not acknowledged")
 
 
 class Window(BaseModel):

@@ -16,6 +16,7 @@ from ..settings import Settings
 from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
+from ..store.secret import ControlKey
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Gateway:
     dead_letters: DeadLetters
     metrics: Metrics
     sent: GatewayTs  # the gateway ts of front-door messages, and what became of each
+    control_key: ControlKey  # seals the controls of messages; a click must bring its seal back
 
 
 SETTINGS = web.AppKey("settings", Settings)

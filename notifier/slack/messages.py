@@ -11,7 +11,6 @@ whatever the input: https://api.slack.com/reference/block-kit/blocks
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +18,17 @@ from typing import Any
 
 from ..outbox import DigestEntry, HeldEntry, WindowEntry
 from ..rules import format_duration
+from .controls import (
+    LINK,
+    LINK_TEXT,
+    MUTE,
+    STATE,
+    UNMUTE,
+    controls_block,
+    fit_plain,
+    mute_control,
+    unmute_button,
+)
 
 SECTION_TEXT = 3000  # characters in one section's text
 FIELD_TEXT = 2000  # characters in one field of a section
@@ -133,18 +143,11 @@ class MessageState:
     reopened: int = 0  # times a resolved alert fired again
     acknowledged: str = ""  # "Acknowledged by <@U1> at 14:05 UTC" (already escaped), or ""
     ack: str = ""  # "ack", "unack" or "": the acknowledgement button, first of the controls
+    key: bytes = field(default=b"", repr=False)  # the fleet's control key: no controls without it (slack.controls)
 
 
-MUTE, UNMUTE, LINK = "mute", "unmute", "link"
-ACK, UNACK = "ack", "unack"
-MUTE_FOR = "1h"  # the mute of a message posted before the choices existed (its button names none)
-STATE = "notifier-state-"  # the block_id prefix of the blocks a message's state adds
-CONTROLS = STATE + "actions:"  # block_id of the controls: this prefix, then "<category>:<record digest>"
 LINKS = "notifier-links"  # block_id of an event's link buttons (the event's own, kept by every edit)
-LINK_TEXT = 75  # characters of a button's label (Block Kit)
 RESOLVED = ":white_check_mark: *Resolved*"  # the section a resolved alert's message shows
-OPTION_VALUE = 150  # characters of a select option's value (Block Kit)
-PLACEHOLDER = 150  # characters of a select's placeholder (Block Kit)
 
 
 def event_message(channel: str, event: dict[str, Any], state: MessageState | None = None) -> Message:
@@ -204,65 +207,20 @@ def state_blocks(state: MessageState, category: str) -> list[Block]:
     with a click can be told apart from what was added (see :func:`is_state_block`).
     """
     blocks = [{**context(line), "block_id": f"{STATE}{i}"} for i, line in enumerate(state_lines(state))]
-    if state.button or (state.ack and state.record):
-        blocks.append(controls_block(state, category))
+    if state.key and (state.button or (state.ack and state.record)):
+        blocks.append(controls_block(state.key, category, state.record, state.ack, _mute_elements(state, category)))
     return blocks
+
+
+def _mute_elements(state: MessageState, category: str) -> list[Block]:
+    if state.button == MUTE:
+        return [mute_control(state.key, category, state.record, state.choices)]
+    return [unmute_button(category, state.record)] if state.button == UNMUTE else []
 
 
 def is_state_block(block: Block) -> bool:
     """True for a block :func:`state_blocks` added."""
     return str(block.get("block_id", "")).startswith(STATE)
-
-
-def controls_block(state: MessageState, category: str) -> Block:
-    """An actions block: an alert's acknowledgement button first, then the mute control (or unmute).
-
-    Its ``block_id`` names the category and the alert's record (by its digest):
-    a select option's value has room for 150 characters only, so the duration
-    alone goes there, and Slack sends the block's id back with every click.
-    """
-    digest = state.record.rpartition(":")[2] if state.record else ""
-    elements = [ack_button(state.ack, category, state.record)] if state.ack and state.record else []
-    if state.button == MUTE:
-        elements.append(mute_control(category, state))
-    elif state.button == UNMUTE:
-        elements.append(unmute_button(category, state.record))
-    return {"type": "actions", "block_id": f"{CONTROLS}{category}:{digest}", "elements": elements}
-
-
-def mute_control(category: str, state: MessageState) -> Block:
-    """One button for one choice, else a static select of the choices (at most 5)."""
-    choices = state.choices or (MUTE_FOR,)
-    if len(choices) == 1:
-        return button(MUTE, f"Mute {category} for {choices[0]}", _value(category, state.record, choices[0]), "danger")
-    return {
-        "type": "static_select",
-        "action_id": MUTE,
-        "placeholder": {"type": "plain_text", "text": fit_plain(f"Mute {category} for…", PLACEHOLDER)},
-        "options": [
-            {"text": {"type": "plain_text", "text": f"Mute for {choice}"}, "value": choice[:OPTION_VALUE]}
-            for choice in choices
-        ],
-    }
-
-
-def unmute_button(category: str, record: str) -> Block:
-    return button(UNMUTE, f"Unmute {category}", _value(category, record))
-
-
-def button(action: str, label: str, value: str, style: str = "") -> Block:
-    """A button (its label cut to Slack's 75 characters)."""
-    element: Block = {
-        "type": "button",
-        "action_id": action,
-        "text": {"type": "plain_text", "text": fit_plain(label, LINK_TEXT)},
-        "value": value,
-    }
-    return {**element, "style": style} if style else element
-
-
-def _value(category: str, record: str, duration: str = "") -> str:
-    return json.dumps({"category": category, "record": record, **({"for": duration} if duration else {})})
 
 
 def links_block(links: list[dict[str, str]]) -> list[Block]:
@@ -281,20 +239,9 @@ def links_block(links: list[dict[str, str]]) -> list[Block]:
     return [{"type": "actions", "block_id": LINKS, "elements": elements}]
 
 
-def ack_button(action: str, category: str, record: str) -> Block:
-    """The ``Acknowledge`` (or ``Unacknowledge``) button of an alert's message."""
-    label = "Acknowledge" if action == ACK else "Unacknowledge"
-    return button(action, label, _value(category, record), "primary" if action == ACK else "")
-
-
 def acknowledged_line(by: str, at_us: int) -> str:
     """``Acknowledged by <@U1> at 14:05 UTC`` (``by`` already escaped, or a mention)."""
     return f"Acknowledged by {by} at {time.strftime('%H:%M UTC', time.gmtime(at_us / 1e6))}"
-
-
-def fit_plain(text: str, limit: int) -> str:
-    """Plain text (no escaping) cut to ``limit`` characters."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def reply_message(channel: str, thread_ts: str | None, event: dict[str, Any], reopened: bool = False) -> Message:

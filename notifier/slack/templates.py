@@ -27,10 +27,10 @@ from ..config import TemplateConfig
 from ..errors import ConfigError, TemplateError
 from ..models import ANONYMOUS
 from ..outbox import Entry, EventEntry
+from .controls import LINK_TEXT, gateway_part
 from .messages import (
     FIELD_TEXT,
     FIELDS,
-    LINK_TEXT,
     SECTION_TEXT,
     Block,
     Message,
@@ -43,7 +43,6 @@ from .renderer import Renderer, Report
 from .sandbox import URL_KEYS, is_url
 
 HEADER_TEXT, MARKDOWN_TEXT, CONTEXT_ELEMENTS, ACTIONS_ELEMENTS = 150, 12_000, 10, 25  # Block Kit
-GATEWAY_IDS = "notifier-"  # block_ids of the gateway's own parts: a template may not use them
 MAX_TOLD = 256  # (template, reason) pairs logged; past them, failures are only counted
 MAX_REMEMBERED = 4096  # entries remembered as counted, or as refused by Slack in their template's shape
 BLOCK_ERRORS = ("invalid_blocks", "invalid_blocks_format")  # Slack refusing a message for its blocks
@@ -253,9 +252,9 @@ def _block_refusal(block: Any, ids: set[str]) -> str:
         return str(exc)
     except Exception as exc:  # slack-sdk's models raise TypeError, KeyError... on a malformed block
         return f"Slack would not read it ({type(exc).__name__}: a part missing or of the wrong type)"
-    block_id = str(block.get("block_id", ""))
-    if block_id.startswith(GATEWAY_IDS) or block_id in ids:
-        return f"block_id {block_id!r} is the gateway's or given twice"
+    block_id, own = str(block.get("block_id", "")), gateway_part(block)
+    if own or block_id in ids:
+        return own or f"block_id {block_id!r} is given twice"
     if block_id:
         ids.add(block_id)
     return next(_text_refusals(block, str(block.get("type"))), "")

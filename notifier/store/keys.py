@@ -47,6 +47,7 @@ class Keys:
         self.timers = base + "timers"  # escalations due: record key -> due time (us)
         self.replicated = base + "replicated"  # written before each WAIT (store/replication.py)
         self.held_pairs = base + "held"  # (channel, window) pairs holding anything, by pair id
+        self.control_key = base + "control-key"  # the secret that seals messages' controls (store/secret.py)
         self.sent_last = base + "sent:last"  # the last gateway ts given to a front-door client (us)
 
     @staticmethod
@@ -90,11 +91,10 @@ class Keys:
         """The record of a plain event message edited from Slack (a mute or unmute)."""
         return f"{self.base}msg:{channel_id}:{ts}"
 
-    def sent(self, ts: str, channel: str = "") -> str:
-        """The record of a front-door message by the ``ts`` its client knows it by: a gateway ts
-        (what became of the message, where Slack put it, its latest update), or, with ``channel``,
-        a real Slack ts that a client updates."""
-        return f"{self.base}sent:{_safe(channel)}:{_safe(ts)}" if channel else f"{self.base}sent:{_safe(ts)}"
+    def sent(self, ts: str) -> str:
+        """The record of a front-door message by the gateway ts its client knows it by: who sent it,
+        what became of it, where Slack put it, its latest update."""
+        return f"{self.base}sent:{_safe(ts)}"
 
     def suppressed(self, channel: str) -> str:
         return f"{self.base}digest:sup:{channel}"

@@ -116,13 +116,18 @@ def click(
     (status, answer, seconds, answered at)."""
     message = slack.message_json(ts)
     element = control(message, action_id)
-    value = choice if element["type"] != "button" else element.get("value")
+    value = element.get("value") if element["type"] == "button" else chosen(element, choice)
     payload = block_actions_payload(action_id, value, user, slack.channel_id("#alerts"), ts, message)
     payload |= change
     body, headers = signed_action_request(SECRET, payload)
     started = time.monotonic()
     status, answer, _ = http("POST", gateway.url + "/v1/slack/actions", body, headers)
     return status, answer, time.monotonic() - started, time.time()
+
+
+def chosen(menu: dict, choice: str | None) -> str | None:
+    """The value of the option of ``menu`` offering ``choice`` (a duration, sealed: ``<duration>~<seal>``)."""
+    return next((o["value"] for o in menu["options"] if o["value"].partition("~")[0] == choice), choice)
 
 
 def send(gateway: Gateway, category: str):
@@ -454,7 +459,8 @@ def test_mute_choices_are_a_menu_and_the_chosen_one_is_applied(make_fleet, slack
     ts = post_event(gateways[0], slack, "db", "replication lag 12s on db-2", dedup_key="lag-db-2").ts
     menu = control(slack.message_json(ts), "mute")
     print(f"\nthe mute menu:\n{shown(slack, ts)}")
-    assert menu["type"] == "static_select" and [o["value"] for o in menu["options"]] == ["1h", "4h", "24h"]
+    durations = [o["value"].partition("~")[0] for o in menu["options"]]
+    assert menu["type"] == "static_select" and durations == ["1h", "4h", "24h"]
 
     status, answer, took, answered = click(gateways[1], slack, ts, "mute", choice="4h")
     assert status == 200 and took < CLICK_ANSWER, answer
@@ -478,7 +484,8 @@ def test_a_menu_click_that_names_no_control_or_duration_is_refused(make_fleet, s
     gateways = make_fleet(replicas=1, choices="1h,2h")
     ts = post_event(gateways[0], slack, "db", "cpu 97% on db-4").ts
     message = slack.message_json(ts)
-    good = block_actions_payload("mute", "2h", USER, slack.channel_id("#alerts"), ts, message)
+    two_hours = chosen(control(message, "mute"), "2h")
+    good = block_actions_payload("mute", two_hours, USER, slack.channel_id("#alerts"), ts, message)
     action = good["actions"][0]
     bad = [
         ("a block of another app", {**action, "block_id": "abc"}),

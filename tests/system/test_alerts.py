@@ -121,7 +121,7 @@ def test_click_acknowledges_and_the_message_says_so(redis_url, slack, tmp_path):
 
         status, answer, seconds = _click(b, slack, post.ts, "ack")
         assert status == 200 and seconds < 3, (status, answer, seconds)
-        assert answer["acknowledged_by"] == f"<@{USER}>"
+        assert (answer["acknowledged_by"], answer["acknowledged_via"]) == (f"<@{USER}>", "slack")
 
         def shows_ack():
             shown = slack.message_json(post.ts)
@@ -134,7 +134,8 @@ def test_click_acknowledges_and_the_message_says_so(redis_url, slack, tmp_path):
         assert abs((now.tm_hour * 60 + now.tm_min) - (hours * 60 + minutes)) % 1440 <= 1
         for gw in (a, b):
             status, listed = _alerts(gw)
-            assert status == 200 and listed["alerts"][0]["acknowledged_by"] == f"<@{USER}>", listed
+            shown = listed["alerts"][0]
+            assert status == 200 and (shown["acknowledged_by"], shown["acknowledged_via"]) == (f"<@{USER}>", "slack")
 
         status, answer, _ = _click(a, slack, post.ts, "unack")
         assert status == 200 and answer["acknowledged_by"] is None, answer
@@ -176,6 +177,7 @@ def test_ack_over_http_and_from_the_terminal(redis_url, slack, tmp_path):
         status, body, _ = http("POST", b.url + "/v1/alerts/api%2Fack%201/ack", {"by": "<!channel> bob"}, AUTH)
         assert status == 200 and body["dedup_key"] == "api/ack 1", body
         assert body["acknowledged_by"] == "<!channel> bob" and abs(body["acknowledged_at"] - time.time()) < 5
+        assert body["acknowledged_via"] == "api", body  # not a click: the name is only what the caller wrote
         # Shown on the message, the name escaped: no mention from an API client.
         wait_for(lambda: "Acknowledged by &lt;!channel&gt; bob at" in slack.message(post.ts).text, 20, what="ack")
 
@@ -197,7 +199,7 @@ def test_ack_over_http_and_from_the_terminal(redis_url, slack, tmp_path):
             text=True,
             timeout=30,
         )
-        assert run.returncode == 0 and "acknowledged by carol" in run.stdout, run
+        assert run.returncode == 0 and "acknowledged by carol" in run.stdout and "(via cli)" in run.stdout, run
         wait_for(lambda: "Acknowledged by carol at" in slack.message(post.ts).text, 20, what="the CLI's ack")
         run = subprocess.run(
             [*cli, "ack", "nothing-open", "--url", b.url, "--token", API_TOKEN], capture_output=True, text=True
@@ -423,6 +425,7 @@ def test_open_alerts_page_newest_first_and_need_the_token(redis_url, slack, tmp_
             "seen",
             "acknowledged_by",
             "acknowledged_at",
+            "acknowledged_via",
             "escalations",
             "held",
             "channel",

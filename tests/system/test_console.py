@@ -400,8 +400,10 @@ def test_alerts_show_as_text_and_acknowledgements_from_slack_and_from_the_page(r
         lag = page.locator("#alerts li").filter(has_text="lag/eu 1")
         lag.get_by_role("button", name="Acknowledge", exact=True).click()
         expect(lag).to_contain_text("Acknowledged by dana at")
+        expect(lag).to_contain_text("(via console)")
         alerts = http("GET", second.url + "/v1/alerts", headers=auth)[1]["alerts"]
         assert {a["dedup_key"]: a["acknowledged_by"] for a in alerts} == {"disk-db1": None, "lag/eu 1": "dana"}
+        assert {a["dedup_key"]: a["acknowledged_via"] for a in alerts} == {"disk-db1": None, "lag/eu 1": "console"}
         assert seen.errors == []
     finally:
         first.stop()

@@ -88,7 +88,7 @@ async def test_permanent_error_dead_letters_at_once_and_requeue_delivers(aiohttp
     assert len(slack.calls) == 1  # at once: no retry of a permanent error
     stats = await (await client.get("/v1/stats")).json()
     assert stats["dead_lettered"] == 1
-    response = await client.post("/v1/dead/requeue")
+    response = await client.post("/v1/dead/requeue", headers={"Content-Type": "application/json"})  # open mode
     assert (await response.json()) == {"status": "requeued", "count": 1, "ids": [event_id]}
 
     async def delivered():

@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 from slack_standin import Rejection, check_message
 
 from notifier.outbox import DigestEntry
+from notifier.slack.controls import MUTE, UNMUTE, controls_id, sealed_choice
 from notifier.slack.messages import (
-    MUTE,
-    UNMUTE,
     Message,
     MessageState,
     digest_message,
@@ -27,6 +26,8 @@ from notifier.slack.messages import (
     is_state_block,
     reply_message,
 )
+
+KEY = b"k" * 32  # the fleet's control key in these tests
 
 # Characters Slack escaping grows fivefold, and plain ones.
 NASTY = st.text(alphabet=st.sampled_from("<>&@!|*_~`\n " + string.ascii_letters + "é🚨"), min_size=1)
@@ -66,6 +67,7 @@ events = st.fixed_dictionaries(
 )
 states = st.builds(
     MessageState,
+    key=st.just(KEY),
     seen=st.integers(1, 10**9),
     last_us=st.integers(0, 4 * 10**15),
     resolved=st.booleans(),
@@ -103,7 +105,7 @@ def test_the_largest_event_fits():
     event = LARGEST
     record = "notifier:{notifier}:alert:" + "c" * 64 + ":" + "f" * 32
     state = MessageState(
-        seen=12, last_us=1, resolved=True, banner="b", button=MUTE, record=record, choices=("1h", "4h", "24h")
+        key=KEY, seen=12, last_us=1, resolved=True, banner="b", button=MUTE, record=record, choices=("1h", "4h", "24h")
     )
     message = event_message("#alerts", event, state)
     fits(message)
@@ -142,11 +144,15 @@ def test_a_digest_of_30000_categories_names_the_largest_and_sums_the_rest():
 
 def test_a_clicked_message_keeps_its_own_blocks_and_gets_a_new_state():
     event = {"category": "db", "text": "disk full"}
-    posted = event_message("#alerts", event, MessageState(button=MUTE))
+    posted = event_message("#alerts", event, MessageState(key=KEY, button=MUTE))
     own = [b for b in posted.blocks if not is_state_block(b)]
     assert own and len(own) == len(posted.blocks) - 1  # only the button was the gateway's state
     muted = edited_message(
-        "C0123456789", own, "disk full", MessageState(banner="Muted db until 14:05 UTC by <@U1>", button=UNMUTE), "db"
+        "C0123456789",
+        own,
+        "disk full",
+        MessageState(key=KEY, banner="Muted db until 14:05 UTC by <@U1>", button=UNMUTE),
+        "db",
     )
     fits(muted)
     assert "Muted db until 14:05 UTC by <@U1>" in muted.text
@@ -163,7 +169,9 @@ def test_links_are_link_buttons_on_every_rendering():
     event = {"category": "db", "text": "disk full", "links": links}
     for message in (
         event_message("#alerts", event),
-        event_message("#alerts", event, MessageState(seen=3, resolved=True, button=MUTE, choices=("1h", "4h"))),
+        event_message(
+            "#alerts", event, MessageState(key=KEY, seen=3, resolved=True, button=MUTE, choices=("1h", "4h"))
+        ),
         reply_message("C0123456789", "1.000001", event),
     ):
         fits(message)
@@ -175,25 +183,30 @@ def test_links_are_link_buttons_on_every_rendering():
 def test_one_mute_choice_is_a_button_several_are_a_menu():
     event = {"category": "db", "text": "disk full"}
     record = "notifier:{notifier}:alert:db:" + "a" * 32
-    (one,) = elements(event_message("#a", event, MessageState(button=MUTE, record=record, choices=("30m",))))
+    (one,) = elements(event_message("#a", event, MessageState(key=KEY, button=MUTE, record=record, choices=("30m",))))
     assert (one["type"], one["text"]["text"]) == ("button", "Mute db for 30m")
-    assert json.loads(one["value"]) == {"category": "db", "record": record, "for": "30m"}
-    message = event_message("#a", event, MessageState(button=MUTE, record=record, choices=("1h", "4h", "24h")))
+    assert json.loads(one["value"]) == {
+        "category": "db",
+        "record": record,
+        "for": sealed_choice(KEY, "db", "a" * 32, "30m"),
+    }
+    message = event_message("#a", event, MessageState(key=KEY, button=MUTE, record=record, choices=("1h", "4h", "24h")))
     (menu,) = elements(message)
     assert menu["type"] == "static_select" and menu["action_id"] == MUTE
     assert [(o["text"]["text"], o["value"]) for o in menu["options"]] == [
-        ("Mute for 1h", "1h"),
-        ("Mute for 4h", "4h"),
-        ("Mute for 24h", "24h"),
+        (f"Mute for {d}", sealed_choice(KEY, "db", "a" * 32, d)) for d in ("1h", "4h", "24h")
     ]
-    # The option has room for the duration only: the block names the category and the record.
-    assert message.blocks[-1]["block_id"] == "notifier-state-actions:db:" + "a" * 32
-    (lift,) = elements(event_message("#a", event, MessageState(button=UNMUTE, record=record, choices=("1h", "4h"))))
+    # The option has room for the (sealed) duration only: the block names the category and the record.
+    assert message.blocks[-1]["block_id"] == controls_id(KEY, "db", "a" * 32)
+    (lift,) = elements(
+        event_message("#a", event, MessageState(key=KEY, button=UNMUTE, record=record, choices=("1h", "4h")))
+    )
     assert (lift["type"], lift["action_id"], lift["text"]["text"]) == ("button", UNMUTE, "Unmute db")
 
 
 def test_an_alert_s_state_with_every_line_and_both_buttons_fits_even_on_a_full_message():
     state = MessageState(
+        key=KEY,
         seen=3,
         last_us=1,
         banner="Muted db until 14:05 UTC by <@U1>",

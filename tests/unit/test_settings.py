@@ -192,3 +192,54 @@ def test_an_unknown_setting_is_named_with_the_closest_known_one(tmp_path):
         "unknown setting NOTIFIER_GLOBAL_LIMITS is ignored (did you mean NOTIFIER_GLOBAL_LIMIT?)",
         "unknown setting NOTIFIER_ZZZ is ignored",
     ]
+
+
+# --- secrets from files (NOTIFIER_<NAME>_FILE) ---
+
+
+def test_a_secret_setting_is_read_from_its_file(monkeypatch, tmp_path):
+    (tmp_path / "bot").write_text("xoxb-from-a-file\n")  # as kubectl create secret --from-file leaves it
+    (tmp_path / "app").write_text("xapp-1-A0-from-a-file")
+    monkeypatch.setenv("NOTIFIER_SLACK_BOT_TOKEN_FILE", str(tmp_path / "bot"))
+    monkeypatch.setenv("NOTIFIER_SLACK_APP_TOKEN_FILE", str(tmp_path / "app"))
+    settings = load_settings()
+    assert (settings.slack_bot_token, settings.slack_app_token) == ("xoxb-from-a-file", "xapp-1-A0-from-a-file")
+    assert unknown_variables() == []
+
+
+def test_a_secret_file_in_an_env_file_is_read_too(tmp_path):
+    (tmp_path / "secret").write_text("s3cret-signing\n")
+    env = tmp_path / "notifier.env"
+    env.write_text(f"NOTIFIER_SLACK_SIGNING_SECRET_FILE={tmp_path / 'secret'}\n")
+    assert load_settings(str(env)).slack_signing_secret == "s3cret-signing"
+    assert unknown_variables(str(env)) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "both", "problem"),
+    [
+        (None, False, "cannot read"),
+        ("", False, "is empty"),
+        ("xoxb-1", True, "give NOTIFIER_SLACK_BOT_TOKEN or NOTIFIER_SLACK_BOT_TOKEN_FILE, not both"),
+    ],
+)
+def test_a_secret_file_that_cannot_serve_names_the_variable_not_the_value(
+    monkeypatch, tmp_path, content, both, problem
+):
+    path = tmp_path / "bot"
+    if content is not None:
+        path.write_text(content)
+    monkeypatch.setenv("NOTIFIER_SLACK_BOT_TOKEN_FILE", str(path))
+    if both:
+        monkeypatch.setenv("NOTIFIER_SLACK_BOT_TOKEN", "xoxb-from-the-env")
+    with pytest.raises(SettingsError, match=problem) as raised:
+        load_settings()
+    assert "NOTIFIER_SLACK_BOT_TOKEN_FILE" in str(raised.value) or both
+    assert "xoxb" not in str(raised.value)
+
+
+def test_an_app_token_is_an_app_level_one(monkeypatch):
+    monkeypatch.setenv("NOTIFIER_SLACK_APP_TOKEN", "xoxb-a-bot-token-by-mistake")
+    with pytest.raises(SettingsError, match="NOTIFIER_SLACK_APP_TOKEN: not an app-level token") as raised:
+        load_settings()
+    assert "xoxb-a-bot" not in str(raised.value)

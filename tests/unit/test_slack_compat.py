@@ -77,7 +77,7 @@ def test_broadcast_mentions_become_text_unless_allowed():
     quiet = read(body).message
     assert quiet["text"] == "&lt;!here&gt; and &lt;!channel|@channel&gt; and <@U1>"
     assert quiet["blocks"][0]["text"]["text"] == "&lt;!everyone&gt;"
-    assert quiet["blocks"][1]["text"]["text"] == "<!here>"  # plain_text is never read for mentions
+    assert quiet["blocks"][1]["text"]["text"] == "&lt;!here&gt;"  # every text: nothing trusted for its type
     assert quiet["attachments"][0]["text"] == "&lt;!HERE|here&gt;"
     assert read(body, mentions=True).message["text"] == body["text"]
     assert "link_names" not in quieted({"text": "@here now", "link_names": True})

@@ -24,9 +24,12 @@ from notifier.config import TemplateConfig, parse_config
 from notifier.errors import ConfigError, TemplateError
 from notifier.outbox import EventEntry
 from notifier.slack import renderer
-from notifier.slack.messages import ACK, MUTE, MessageState, event_message, is_state_block
+from notifier.slack.controls import ACK, MUTE
+from notifier.slack.messages import MessageState, event_message, is_state_block
 from notifier.slack.sandbox import compile_template, is_url, link, render
 from notifier.slack.templates import Templates, check_templates, context, fit_block, refusal
+
+KEY = b"k" * 32  # the fleet's control key in these tests
 
 HOSTILE = ["<!channel>", "<@U123>", "<https://evil.example|click>", "&amp;", "{{ 7*7 }}", "{% raw %}x"]
 ESCAPED = ["&lt;!channel&gt;", "&lt;@U123&gt;", "&lt;https://evil.example|click&gt;", "&amp;amp;", "{{ 7*7 }}"]
@@ -200,7 +203,7 @@ def test_a_message_in_a_template_s_shape_fits_whatever_the_values():
         templates = Templates({"t": TemplateConfig(text="{{ text * 20 }}", blocks=blocks)})
         try:
             event = entry("t", text="<" * 3000, title="&" * 150, fields={"a": "&" * 1000})
-            return await templates.message(event, "#db", MessageState(seen=2, last_us=1))
+            return await templates.message(event, "#db", MessageState(key=KEY, seen=2, last_us=1))
         finally:
             templates.close()
 
@@ -242,6 +245,7 @@ def test_the_gateway_s_parts_come_after_the_template_s_blocks_and_are_kept_when_
         templates = Templates({"long": TemplateConfig(text="T: {{ text }}", blocks=blocks)})
         record = "notifier:{notifier}:alert:db:" + "a" * 32
         state = MessageState(
+            key=KEY,
             seen=4,
             last_us=1,
             resolved=True,
@@ -280,7 +284,7 @@ def test_a_block_whose_every_text_renders_empty_is_left_out():
     async def run():
         templates = Templates({"t": TemplateConfig(text="{{ text }}", blocks=blocks)})
         try:
-            return await templates.message(entry("t"), "#db", MessageState())
+            return await templates.message(entry("t"), "#db", MessageState(key=KEY))
         finally:
             templates.close()
 
@@ -299,10 +303,10 @@ def test_a_template_failing_for_one_event_leaves_it_in_the_built_in_shape_counte
     async def run():
         templates = Templates({"team": TemplateConfig(text="{{ text }}", blocks=blocks)}, failed.append)
         try:
-            good = await templates.message(entry("team", fields={"service": "pay"}), "#db", MessageState())
-            bad = [await templates.message(entry("team", f"{i}-0"), "#db", MessageState()) for i in (2, 3, 4)]
-            again = await templates.message(entry("team", "2-0"), "#db", MessageState())  # an edit: not counted
-            gone = await templates.message(entry("removed", "5-0"), "#db", MessageState())
+            good = await templates.message(entry("team", fields={"service": "pay"}), "#db", MessageState(key=KEY))
+            bad = [await templates.message(entry("team", f"{i}-0"), "#db", MessageState(key=KEY)) for i in (2, 3, 4)]
+            again = await templates.message(entry("team", "2-0"), "#db", MessageState(key=KEY))  # an edit: not counted
+            gone = await templates.message(entry("removed", "5-0"), "#db", MessageState(key=KEY))
             return good, bad, again, gone
         finally:
             templates.close()
@@ -310,7 +314,7 @@ def test_a_template_failing_for_one_event_leaves_it_in_the_built_in_shape_counte
     with caplog.at_level(logging.WARNING, "notifier.slack.templates"):
         good, bad, again, gone = asyncio.run(run())
     assert good.blocks[0]["text"]["text"] == "*pay* disk full"
-    built_in = event_message("#db", {**entry(None).event, "category": "db"}, MessageState())
+    built_in = event_message("#db", {**entry(None).event, "category": "db"}, MessageState(key=KEY))
     assert all(m == built_in for m in [*bad, again]) and gone.text == built_in.text
     assert failed == ["team", "team", "team", "removed"]
     lines = [r.getMessage() for r in caplog.records]
@@ -323,11 +327,11 @@ def test_an_event_whose_template_s_blocks_slack_refused_takes_the_built_in_shape
     async def run():
         templates = Templates({"t": TemplateConfig(text="T {{ text }}")}, failed.append)
         try:
-            shaped = await templates.message(entry("t"), "#db", MessageState())
+            shaped = await templates.message(entry("t"), "#db", MessageState(key=KEY))
             other = templates.refused(entry("t"), shaped, "channel_not_found")  # not about its blocks
             refused = templates.refused(entry("t"), shaped, "invalid_blocks")
-            then = await templates.message(entry("t"), "#db", MessageState(seen=2))
-            built_in = event_message("#db", {**entry(None).event, "category": "db"}, MessageState())
+            then = await templates.message(entry("t"), "#db", MessageState(key=KEY, seen=2))
+            built_in = event_message("#db", {**entry(None).event, "category": "db"}, MessageState(key=KEY))
             return shaped, other, refused, then, templates.refused(entry("t"), built_in, "invalid_blocks")
         finally:
             templates.close()

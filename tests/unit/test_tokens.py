@@ -145,7 +145,7 @@ def test_an_app_with_a_route_the_table_does_not_name_is_not_built():
     with pytest.raises(
         LookupError, match=re.escape("/v1/new is not in notifier.http.auth.ROUTES: say which scope it needs")
     ):
-        auth.Guard(tokens_of({}), app.router.routes())
+        auth.Guard(tokens_of({}), app.router.routes(), load_settings())
 
 
 # --- notifier token new ---

@@ -31,6 +31,7 @@ WEBHOOK_STATUS = {
     "no_text": 400,
     "invalid_blocks": 400,
     "action_prohibited": 403,
+    "access_denied": 403,
     "no_service": 404,
     "channel_not_found": 404,
     "request_too_large": 413,
@@ -38,7 +39,12 @@ WEBHOOK_STATUS = {
     "internal_error": 500,
     "service_unavailable": 503,
 }
-_API_STATUS = {"request_too_large": 413, "internal_error": 500, "service_unavailable": 503}  # else HTTP 200
+_API_STATUS = {
+    "access_denied": 403,
+    "request_too_large": 413,
+    "internal_error": 500,
+    "service_unavailable": 503,
+}  # else HTTP 200
 _ACCEPTED, _DROPPED = {OUTCOME: "accepted"}, {OUTCOME: "dropped"}
 # The headers of a webhook's ``ok``, built once (aiohttp copies them into each answer): a storm's answer.
 _OK = {False: {**TEXT_TYPE, **_ACCEPTED}, True: {**TEXT_TYPE, **_DROPPED}}

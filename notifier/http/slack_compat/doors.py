@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from ...models import Outcome
-from ..auth import EVERYONE, TOKENS, Caller
+from ..auth import EVERYONE, GUARD, HOST_REFUSED, TOKENS, Caller
 from ..state import GATEWAY
 from .answers import (
     api_error,
@@ -84,7 +84,7 @@ async def chat_update(request: web.Request) -> web.StreamResponse:
 async def auth_test(request: web.Request) -> web.StreamResponse:
     """``POST /api/auth.test``: who the token is."""
     try:
-        caller = api_caller(request, api_body(await request.read(), request.headers.get("Content-Type", "")))
+        caller, _ = await read_caller(request)
         return api_ok(
             {
                 "url": f"{request.scheme}://{request.host}/",
@@ -113,16 +113,25 @@ def _answer(caller: Caller, taken: Taken, body: dict[str, Any]) -> web.StreamRes
 
 async def read_call(request: web.Request) -> tuple[Caller, Post]:
     """The caller of a Web API call that sends a message (scope send), and the message."""
-    body = api_body(await request.read(), request.headers.get("Content-Type", ""))
-    caller = api_caller(request, body, SEND)
+    caller, body = await read_caller(request, SEND)
     return caller, read_post(body, "invalid_arguments", "msg_too_long", caller.mentions)
+
+
+async def read_caller(request: web.Request, scope: str | None = None) -> tuple[Caller, dict[str, Any]]:
+    """The caller of a Web API call and its arguments. A token in the ``Authorization`` header is
+    checked before the body is read (a wrong one is ``invalid_auth`` whatever the body); else the
+    body's ``token`` field is the token."""
+    header = bearer(request)
+    caller = identify(request, header, scope) if header else None
+    body = api_body(await request.read(), request.headers.get("Content-Type", ""))
+    return caller or identify(request, body.get("token"), scope), body
 
 
 def webhook_caller(request: web.Request) -> Caller:
     """The caller whose token is the webhook's secret (any secret while no tokens are configured)."""
     tokens = request.app[TOKENS]
     if tokens.open:
-        return EVERYONE
+        return anyone(request)
     caller = tokens.identify(request.match_info["secret"])
     if caller is None:
         raise SlackError("no_service", "unknown secret")
@@ -131,13 +140,17 @@ def webhook_caller(request: web.Request) -> Caller:
     return caller
 
 
-def api_caller(request: web.Request, body: dict[str, Any], scope: str | None = None) -> Caller:
-    """The caller of a Web API call: ``Authorization: Bearer`` or a ``token`` field."""
-    tokens = request.app[TOKENS]
+def bearer(request: web.Request) -> str:
+    """The token of an ``Authorization: Bearer`` header, or ""."""
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    presented = given.strip() if scheme.lower() == "bearer" and given.strip() else body.get("token")
+    return given.strip() if scheme.lower() == "bearer" else ""
+
+
+def identify(request: web.Request, presented: object, scope: str | None = None) -> Caller:
+    """The caller whose token is ``presented``, with ``scope``; else Slack's error for it."""
+    tokens = request.app[TOKENS]
     if tokens.open:
-        return EVERYONE
+        return anyone(request)
     if not isinstance(presented, str) or not presented:
         raise SlackError("not_authed", "no token")
     caller = tokens.identify(presented)
@@ -146,6 +159,13 @@ def api_caller(request: web.Request, body: dict[str, Any], scope: str | None = N
     if scope is not None and not caller.may(scope):
         raise SlackError("missing_scope", f"token {caller.name!r} lacks scope {scope!r}")
     return caller
+
+
+def anyone(request: web.Request) -> Caller:
+    """The caller in open mode, from a ``Host`` the gateway answers (``Guard.host_allowed``)."""
+    if not request.app[GUARD].host_allowed(request):
+        raise SlackError("access_denied", HOST_REFUSED)
+    return EVERYONE
 
 
 def user_id(name: str) -> str:

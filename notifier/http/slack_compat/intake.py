@@ -5,7 +5,9 @@ category of the first route matching its source and the channel it names, else
 the source's name; its channel the one it names (which the token's ``channels``
 must allow), else the route's, else the default; its text its ``text`` or a plain
 rendering. It then passes the tree like any event. A reply to a refused message is
-refused as its parent was (counted as dropped), without asking the limits.
+refused as its parent was (counted as dropped), without asking the limits. A reply
+(``thread_ts``) and an update name a message the same token sent through the gateway,
+or are ``message_not_found``, with nothing written.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import functools
 import re
 from typing import NamedTuple
 
+from ...gateway_ts import Fate
 from ...models import Decision, Event, Outcome
 from ...policy import Policy
 from ...routing import Path, Router
@@ -25,6 +28,7 @@ from .usual import read_usual
 
 _NOT_CATEGORY = re.compile(r"[^A-Za-z0-9_.:\-]+")
 ANYWHERE = ("*",)  # a token's channels when it names none
+TS = re.compile(r"\d{1,16}\.\d{1,9}")  # a ts as Slack writes one (match it whole); nothing else names a record
 UNREAD = "(not read yet)"  # the text of an event until it goes to the store (see ``with_text``)
 
 
@@ -109,8 +113,8 @@ async def take(
     its decision (a replica's own refusal would leave none).
     """
     parent = str(post.message.get("thread_ts") or "")
-    fate = await gateway.sent.fate(parent) if parent else None
-    if fate is not None and fate.channel:  # a reply to a gateway message: checked and counted where it goes
+    fate = await own_fate(gateway, caller, parent) if parent else None
+    if fate is not None:  # a reply to its own message: checked and counted where that went
         post = post._replace(channel=fate.channel)
     event, path = routed(gateway, caller, post.channel, forbidden)
     if ts:
@@ -135,14 +139,22 @@ def with_text(event: Event, post: Post) -> Event:
 
 async def update(gateway: Gateway, caller: Caller, post: Post) -> Taken:
     """A ``chat.update`` of the message ``post.ts``: its edit is queued (the latest wins), or, for
-    a refused message, refused as it was."""
-    fate = await gateway.sent.fate(str(post.ts))
-    if fate.sender and fate.sender != caller.name:  # a token edits only its own messages (as a bot on Slack)
+    a refused message, refused as it was. Only a message this token sent through the gateway."""
+    fate = await own_fate(gateway, caller, str(post.ts))
+    _, path = routed(gateway, caller, fate.channel, "channel_not_found")  # the token must still be allowed there
+    refused_by = await gateway.sent.update(str(post.ts), post.message)
+    if refused_by is None:  # gone since it was read
         raise SlackError("message_not_found", "no message of this token has this ts")
-    if fate.channel:
-        post = post._replace(channel=fate.channel)  # where it is: the token must still be allowed there
-    _, path = routed(gateway, caller, post.channel, "channel_not_found")
-    refused_by = await gateway.sent.update(str(post.ts), str(post.channel), post.message)
     if refused_by:
         return Taken(gateway.admission.refuse(path, refused_by), path.channel)
     return Taken(Decision(Outcome.ACCEPTED, ""), path.channel)
+
+
+async def own_fate(gateway: Gateway, caller: Caller, ts: str) -> Fate:
+    """What became of the message ``ts`` that ``caller`` sent through the gateway, else Slack's
+    ``message_not_found``: a token edits and replies to its own messages only (as a bot on Slack),
+    never to the gateway's alerts or another token's messages, whose ``ts`` it may have seen."""
+    fate = await gateway.sent.fate(ts) if TS.fullmatch(ts) else None
+    if fate is None or not fate.known or fate.sender != caller.name or not fate.channel:
+        raise SlackError("message_not_found", "no message of this token has this ts")
+    return fate

@@ -181,9 +181,10 @@ def _written(message: dict[str, Any], wrong_type: str) -> bytes:
 
 
 def quieted(message: dict[str, Any]) -> dict[str, Any]:
-    """``message`` with its broadcast mentions shown as text (``&lt;!here&gt;``): every string but
-    plain_text objects, which Slack never reads for mentions. Where ``link_names`` or ``parse=full``
-    would turn a plain ``@here`` into one, they are left out."""
+    """``message`` with its broadcast mentions shown as text (``&lt;!here&gt;``) in every string of it,
+    whatever holds it: a ``plain_text`` object in a block is never read for mentions, but an
+    attachment whose ``type`` says plain_text is (its text is mrkdwn), so nothing is trusted for its
+    type. Where ``link_names`` or ``parse=full`` would turn a plain ``@here`` into one, they are left out."""
     quiet: dict[str, Any] = _quiet(message)
     if (quiet.get("link_names") or quiet.get("parse") == "full") and _has_word(quiet):
         quiet = dict(quiet)
@@ -201,8 +202,7 @@ def _quiet(value: Any) -> Any:
         return value
     if value.get("type") == "broadcast":  # a rich text element: @channel, @here, @everyone as words
         return {"type": "text", "text": f"@{value.get('range', 'channel')}"}
-    plain = value.get("type") == "plain_text"  # its own text Slack never reads for mentions; the rest it may
-    return {k: v if plain and k == "text" else _quiet(v) for k, v in value.items()}
+    return {k: _quiet(v) for k, v in value.items()}
 
 
 def _has_word(value: Any) -> bool:

@@ -4,7 +4,8 @@ Blocks go through slack-sdk's own Block Kit models (``Block.parse`` and
 ``validate_json``: lengths, counts, required parts of every block type it knows),
 plus what those models let through but Slack refuses: a text object that is not an
 object of type ``plain_text`` or ``mrkdwn`` with some text, and block types Slack
-does not know. Attachments are checked for their types, and their blocks as blocks.
+does not know, and the ids of the gateway's own parts (``slack.controls.gateway_part``).
+Attachments are checked for their types, and their blocks as blocks.
 Each problem is written as Slack writes it: ``message [json-pointer:/blocks/0/text]``.
 """
 
@@ -14,6 +15,8 @@ from typing import Any
 
 from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.blocks import Block
+
+from ...slack.controls import gateway_part
 
 MAX_BLOCKS = 50  # blocks in a message, and in each attachment
 MAX_ATTACHMENTS = 100
@@ -59,6 +62,9 @@ def _block(block: object) -> list[tuple[str, str]]:
         return [("", "must be a block object with a type")]
     if block["type"] not in KNOWN_BLOCKS:
         return [("/type", f"unknown block type {block['type'][:50]!r}")]
+    own = gateway_part(block)  # a click on it must not pass for one on the gateway's controls
+    if own:
+        return [("", own)]
     problems = _text_objects(block)
     try:
         parsed = Block.parse(block)
