@@ -135,3 +135,17 @@ async def test_a_reply_to_a_refused_reply_is_refused_once_the_limits_have_room_a
     stats = await (await client.get("/v1/stats")).json()
     # the first only: the refused message, its reply, the reply to that and the edit are all refused
     assert (stats["accepted"], stats["dropped"]) == (1, 4)
+
+
+@pytest.mark.parametrize("method", ["auth.test", "chat.postMessage", "chat.update"])
+@pytest.mark.parametrize("content_type", [None, "application/octet-stream", "text/plain"])
+async def test_a_wrong_bearer_token_is_answered_before_the_body_is_read(doors, method, content_type):
+    """Slack checks the token first: ``invalid_auth``, whatever the body's type (aiohttp's default for
+    an empty body is application/octet-stream, which answered ``invalid_form_data``)."""
+    client, _ = doors
+    headers = {"Authorization": "Bearer WRONG", **({"Content-Type": content_type} if content_type else {})}
+    answer = await (await client.post(f"/api/{method}", data=b"\xff not a form", headers=headers)).json()
+    assert answer == {"ok": False, "error": "invalid_auth"}
+    missing = {k: v for k, v in headers.items() if k != "Authorization"}
+    answer = await (await client.post(f"/api/{method}", data=b"\xff", headers=missing)).json()
+    assert answer == {"ok": False, "error": "not_authed"}, answer

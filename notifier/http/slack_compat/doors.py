@@ -123,7 +123,12 @@ async def read_caller(request: web.Request, scope: str | None = None) -> tuple[C
     body's ``token`` field is the token."""
     header = bearer(request)
     caller = identify(request, header, scope) if header else None
-    body = api_body(await request.read(), request.headers.get("Content-Type", ""))
+    try:
+        body = api_body(await request.read(), request.headers.get("Content-Type", ""))
+    except SlackError:
+        if caller is None and not request.app[TOKENS].open:  # no token in a header, none readable in the body
+            raise SlackError("not_authed", "no token") from None
+        raise
     return caller or identify(request, body.get("token"), scope), body
 
 
