@@ -4,6 +4,7 @@
     python bench/storm.py --quick    # 3 rounds of 2 s
     python bench/storm.py --gateway-command /other/venv/bin/notifier   # another build ("before")
     python bench/storm.py --token    # every request with a bearer token the gateways require
+    python bench/storm.py --socket-mode --scenarios plain   # a Socket Mode connection costs nothing per event
 
 Starts its own redis-server on a free port, one gateway (real Redis, 20 categories,
 limits saturated first so nearly every event is refused) and ``bench/baseline.py``,
@@ -64,7 +65,10 @@ SCENARIOS = {
 }
 WEBHOOK = "/services/T0000/B0000/bench-secret"  # the incoming-webhook door (no tokens: any secret)
 # Scenario -> the gateways it is measured on (each beside the baseline).
-MEASURED_ON = {"plain": ("gateway", "reserves", "tree", "templates"), "alerts-critical": ("reserves", "tree")}
+MEASURED_ON = {
+    "plain": ("gateway", "reserves", "tree", "templates", "slack", "socket-mode"),
+    "alerts-critical": ("reserves", "tree"),
+}
 TREE = HERE / "tree.yaml"
 
 
@@ -352,6 +356,30 @@ RESERVES = {
 }
 
 
+def start_socket_pair(limits: dict[str, str], command: list[str] | None) -> tuple[object, dict[str, Gateway]]:
+    """A Slack stand-in with Socket Mode, and two gateways posting to it: ``slack`` with a bot token and
+    a signing secret, ``socket-mode`` the same with an app token (its connection open before the storm)."""
+    from slack_standin import TOKEN, SlackStandin
+    from socket_mode_standin import APP_TOKEN, SocketModeStandin
+
+    slack = SlackStandin(socket_mode=SocketModeStandin()).start()
+    bot = {"NOTIFIER_SLACK_BOT_TOKEN": TOKEN, "NOTIFIER_SLACK_API_URL": slack.api_url, "NOTIFIER_SLACK_CHANNEL": "#b"}
+    bot["NOTIFIER_SLACK_SIGNING_SECRET"] = "bench-signing-secret"
+    pair = {
+        "slack": Gateway({**limits, **bot, "NOTIFIER_KEY_PREFIX": "slack"}, wrapper=pin(0), command=command),
+        "socket-mode": Gateway(
+            {**limits, **bot, "NOTIFIER_KEY_PREFIX": "socket", "NOTIFIER_SLACK_APP_TOKEN": APP_TOKEN},
+            wrapper=pin(0),
+            command=command,
+        ),
+    }
+    for each in pair.values():
+        each.start()
+    socket = pair["socket-mode"]
+    wait_for(lambda: http("GET", socket.url + "/healthz")[1].get("socket_mode") == "connected", 15, what="connected")
+    return slack, pair
+
+
 def quiet_hours_later() -> str:
     """Quiet hours for every channel, an hour long, starting in about 6 hours: configured, not in force."""
     start = (time.gmtime().tm_hour + 6) % 24
@@ -373,6 +401,11 @@ def main() -> None:
         help="the gateways with escalation steps, five mute choices and a signing secret",
     )
     parser.add_argument("--token", action="store_true", help="the gateways require a token; every request has it")
+    parser.add_argument(
+        "--socket-mode",
+        action="store_true",
+        help="two more gateways posting to a Slack stand-in, the second with an app token (Socket Mode)",
+    )
     parser.add_argument("--gateway-command", help="the notifier command to bench (default: the installed one)")
     every = [*SCENARIOS, "templates"]
     parser.add_argument("--scenarios", default=",".join(every), help="comma-separated, of: " + ", ".join(every))
@@ -410,10 +443,11 @@ def main() -> None:
     if "templates" in args.scenarios:
         config = {**limits, "NOTIFIER_KEY_PREFIX": "templates", "NOTIFIER_CONFIG": templates_config()}
         templated = Gateway(config, wrapper=pin(0), command=command).start()
+    slack, pair = start_socket_pair(limits, command) if args.socket_mode else (None, {})
     baseline, baseline_url = start_baseline()
     try:
         admit_alerts(gateway)
-        for each in (gateway, reserves, tree, *([templated] if templated else [])):
+        for each in (gateway, reserves, tree, *([templated] if templated else []), *pair.values()):
             saturate(each)
         print(
             f"storm: {args.rounds} rounds x {args.seconds:g} s, {args.connections} connections, "
@@ -426,6 +460,7 @@ def main() -> None:
             "reserves": (reserves.url, reserves.proc.pid),
             "tree": (tree.url, tree.proc.pid),
             **({"templates": (templated.url, templated.proc.pid)} if templated else {}),
+            **{name: (each.url, each.proc.pid) for name, each in pair.items()},
             "baseline": (baseline_url, baseline.pid),
         }
         r = storm_rounds(servers, client, args)
@@ -451,6 +486,10 @@ def main() -> None:
         tree.stop()
         if templated:
             templated.stop()
+        for each in pair.values():
+            each.stop()
+        if slack is not None:
+            slack.stop()
         baseline.terminate()
         baseline.wait(10)
         server.stop()

@@ -267,6 +267,11 @@ class Metrics:
         )
 
     def _edit_metrics(self, r: CollectorRegistry) -> None:
+        self.socket_mode_connected = Gauge(
+            "notifier_socket_mode_connected",
+            "1 while this replica's Socket Mode connection to Slack is open (NOTIFIER_SLACK_APP_TOKEN), else 0",
+            registry=r,
+        )
         self.edits = Counter(
             "notifier_edits",
             "Edits of posted messages by outcome (edited, rate_limited, failed, gone, refused)",
@@ -279,6 +284,10 @@ class Metrics:
             registry=r,
             buckets=(0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300),
         )
+
+    def watch_socket_mode(self, connected: Callable[[], bool]) -> None:
+        """Export whether this replica's Socket Mode connection is open (0 without one)."""
+        self.socket_mode_connected.set_function(lambda: 1.0 if connected() else 0.0)
 
     def watch_store(self, store: _HasFailures) -> None:
         """Export the failed calls and failovers counted by ``store``, and time its replication waits."""

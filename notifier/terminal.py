@@ -140,10 +140,12 @@ def show(url: str, token: str | None) -> int:
     base = url.rstrip("/")
     try:
         limits, stats = request("GET", base + "/v1/limits", token), request("GET", base + "/v1/stats", token)
+        health = request("GET", base + "/healthz", token)
     except (OSError, ValueError, Answer) as exc:
         print(f"notifier: cannot read {base}: {exc}", file=sys.stderr)
         return 1
-    print(f"notifier at {base}\n")
+    print(f"notifier at {base}")
+    print(f"Socket Mode: {health.get('socket_mode', 'off')}\n")
     print(render(limits, stats))
     return 0
 

@@ -96,7 +96,8 @@ class Delivery:
         self._group = ConsumerGroup(store, scripts, keys, settings.consumer_name, block_ms)
         self._pacer = Pacer(store, scripts, settings.channel_rate[0])
         self._digests = Digests(store, scripts, keys)
-        controls = bool(settings.slack_signing_secret) and sink.edits and sink.paced
+        clicks = settings.slack_signing_secret or settings.slack_app_token  # over HTTP, or Socket Mode
+        controls = bool(clicks) and sink.edits and sink.paced
         controls = controls and policy().mute_target("") is not None  # (the tree is the file's: fixed)
         self._offered = Offer(settings.mute_choices, control_key if controls else None)  # None: no controls
         self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._offered, templates)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from functools import partial
 
 import aiohttp
 from aiohttp import web
@@ -22,6 +23,7 @@ from ..metrics import Metrics
 from ..policy import Policy
 from ..settings import Settings
 from ..slack.sinks import make_sink
+from ..slack.socket_mode import SocketMode
 from ..slack.templates import Templates
 from ..store.keys import Keys
 from ..store.scripts import Scripts
@@ -29,7 +31,7 @@ from ..store.secret import ControlKey
 from ..store.topology import connect
 from ..tasks import cancel_and_wait, every
 from . import admin, alerts, console, limits, ops, slack_compat, windows
-from .actions import post_action
+from .actions import post_action, socket_click
 from .alertmanager import post_alertmanager
 from .answers import MAX_BODY, answers_errors, no_route
 from .auth import GUARD, TOKENS, Guard, Tokens, get_token, guarded
@@ -73,6 +75,7 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
             settings, store, keys, scripts, admission, overrides, dead_letters, metrics, sent, control_key
         )
         gateway = app[GATEWAY]
+        gateway.socket_mode = socket_mode(gateway, session)
         loops = [
             asyncio.create_task(every("watching overrides", lambda: WATCH_EVERY, overrides.watch)),
             asyncio.create_task(
@@ -83,7 +86,11 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
         policy = lambda: limiter.policy  # noqa: E731 (the snapshot in force when asked)
         delivery = Delivery(store, scripts, keys, settings, sink, metrics, policy, templates, control_key)
         await delivery.start()
+        if gateway.socket_mode is not None:
+            await gateway.socket_mode.start()
         yield
+        if gateway.socket_mode is not None:
+            await gateway.socket_mode.stop()
         await cancel_and_wait(loops)
         await delivery.stop()
         templates.close()
@@ -91,6 +98,16 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
         if fallback:
             await fallback.close()
     await store.close()
+
+
+def socket_mode(gateway: Gateway, session: aiohttp.ClientSession) -> SocketMode | None:
+    """This replica's Socket Mode connection, with an app token and a bot token (clicks edit messages)."""
+    settings = gateway.settings
+    if not (settings.slack_app_token and settings.slack_bot_token):
+        return None
+    client = SocketMode(settings.slack_app_token, settings.slack_api_url, partial(socket_click, gateway), session)
+    gateway.metrics.watch_socket_mode(lambda: client.connected)
+    return client
 
 
 def create_app(settings: Settings, config: Config = EMPTY) -> web.Application:

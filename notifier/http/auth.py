@@ -74,7 +74,9 @@ ROUTES: dict[tuple[str, str], str] = {
     ("*", "/{path}"): OPEN,  # unknown paths and methods: 404 or 405
 }
 HOST_REFUSED = "Host not allowed: a gateway on a loopback address answers loopback names and NOTIFIER_ALLOWED_HOSTS"
-CHANGES = frozenset(("POST", "PUT", "DELETE", "PATCH"))
+# What a page of another site can send without a CORS preflight: a POST (a form, text/plain, or no
+# body at all). PUT and DELETE always need a preflight, which the gateway never grants.
+CHANGES = frozenset(("POST",))
 LOOPBACK_NAMES = frozenset(("localhost", "127.0.0.1", "::1"))
 MAX_REMEMBERED = 1024  # presented tokens whose caller is remembered (see Tokens.lookup)
 UNAUTHORIZED = {"WWW-Authenticate": 'Bearer realm="notifier"'}  # RFC 6750: a 401 names the scheme
@@ -159,9 +161,10 @@ CALLER = web.RequestKey("caller", Caller)
 class Guard:
     """The route table applied to the routes of one application, with its tokens.
 
-    Open mode (no tokens) is not open to web pages in the operator's browser: a change
+    Open mode (no tokens) is not open to web pages in the operator's browser: a ``POST``
     needs ``Content-Type: application/json``, which a page cannot send to another site
-    without a preflight (never granted here), and a gateway bound to a loopback address
+    without a preflight (never granted here; ``PUT`` and ``DELETE`` always need one),
+    and a gateway bound to a loopback address
     answers only a ``Host`` that names it so (or one of NOTIFIER_ALLOWED_HOSTS), which a
     DNS-rebinding page cannot.
     """

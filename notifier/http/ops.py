@@ -14,8 +14,11 @@ READY_TIMEOUT = 1.0
 
 
 async def healthz(request: web.Request) -> web.StreamResponse:
-    """200 while the process serves (never waits for the store), with the configuration it runs."""
-    return json_response({"status": "ok", "config": request.app[METRICS].config})
+    """200 while the process serves (never waits for the store), with the configuration it runs and
+    the state of its Socket Mode connection."""
+    gateway = request.app.get(GATEWAY)
+    socket_mode = gateway.socket_mode_status if gateway is not None else "off"
+    return json_response({"status": "ok", "config": request.app[METRICS].config, "socket_mode": socket_mode})
 
 
 async def readyz(request: web.Request) -> web.StreamResponse:

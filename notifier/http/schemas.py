@@ -242,6 +242,9 @@ class Health(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     status: str
+    socket_mode: str | None = Field(
+        None, description="/healthz: connected, connecting, off, or why the last attempt failed (refused: ...)"
+    )
 
 
 class TokenAnswer(BaseModel):

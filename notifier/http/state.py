@@ -13,6 +13,7 @@ from ..delivery.dead_letters import DeadLetters
 from ..gateway_ts import GatewayTs
 from ..metrics import Metrics
 from ..settings import Settings
+from ..slack.socket_mode import SocketMode
 from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
@@ -33,6 +34,12 @@ class Gateway:
     metrics: Metrics
     sent: GatewayTs  # the gateway ts of front-door messages, and what became of each
     control_key: ControlKey  # seals the controls of messages; a click must bring its seal back
+    socket_mode: SocketMode | None = None  # Slack's clicks over a WebSocket (NOTIFIER_SLACK_APP_TOKEN)
+
+    @property
+    def socket_mode_status(self) -> str:
+        """``connected``, ``connecting``, ``off``, or why the last attempt failed."""
+        return self.socket_mode.status if self.socket_mode is not None else "off"
 
 
 SETTINGS = web.AppKey("settings", Settings)

@@ -40,6 +40,10 @@ reason in ``refusals`` (a test of a well-behaved sender asserts ``standin.refusa
 
 Content checks come before rate limits, so a refused message is recorded even when throttled.
 
+Socket Mode: ``SlackStandin(socket_mode=SocketModeStandin())`` (``socket_mode_standin.py``) also
+answers ``apps.connections.open`` under ``api_url`` and serves the WebSockets it hands out; that
+module says what it enforces.
+
 Each accepted message keeps what its sender gave: text and blocks (``Received.text``/``blocks``,
 current after edits), ``attachments``, ``username``, ``icon_emoji``, ``icon_url`` and the
 ``thread_ts`` it named (``sent_thread_ts``; ``thread_ts`` is the thread's root), and the whole
@@ -76,12 +80,16 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from aiohttp import web
 from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.blocks import Block
 from slack_sdk.signature import SignatureVerifier
+
+if TYPE_CHECKING:
+    from socket_mode_standin import SocketModeStandin
 
 TOKEN = "xoxb-test-token"
 TEAM_ID = "T0STANDIN0"
@@ -422,8 +430,10 @@ class SlackStandin:
         post_rate: tuple[int, float] | None = None,
         update_rate: tuple[int, float] | None = (50, 60),
         post_latency: float = 0.0,
+        socket_mode: SocketModeStandin | None = None,
     ) -> None:
         self.post_rate, self.update_rate = post_rate, update_rate
+        self.socket_mode = socket_mode  # Slack's Socket Mode, served here too when given
         self.post_latency = post_latency  # seconds each postMessage takes before it is answered (and stored)
         self.in_flight = 0  # postMessage calls received and not yet answered
         self.messages: list[Received] = []
@@ -568,6 +578,8 @@ class SlackStandin:
         app = web.Application()
         app.router.add_post("/api/chat.postMessage", self._post_message)
         app.router.add_post("/api/chat.update", self._update)
+        if self.socket_mode is not None:  # before the catch-all below, which answers unknown_method
+            self.socket_mode.add_routes(app)
         app.router.add_post("/api/{method}", self._unknown_method)
         app.router.add_post("/services/{path:.*}", self._webhook)
         self._runner = web.AppRunner(app, access_log=None)

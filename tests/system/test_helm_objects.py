@@ -7,6 +7,7 @@ NetworkPolicy lets clients in and the gateway out) and say what the contract say
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,14 @@ def test_notes_say_how_to_reach_the_gateway_and_its_console():
     assert "The console is GET / of the gateway" in said and "http://127.0.0.1:8080/" in said
     assert "WARNING: neither redis.url nor redis.sentinels" in said  # the defaults have no Redis
     assert "WARNING" not in notes(CHART / "ci" / "single-values.yaml")
+
+
+def test_the_app_token_of_socket_mode_is_a_secret_of_the_pods(tmp_path):
+    token = "xapp-1-A0HELM-1-token"
+    objects = rendered(None, tmp_path, secrets={"NOTIFIER_SLACK_APP_TOKEN": token})
+    secret = find(objects, "Secret")
+    assert base64.b64decode(secret["data"]["NOTIFIER_SLACK_APP_TOKEN"]).decode() == token
+    deployment = find(objects, "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert {"secretRef": {"name": secret["metadata"]["name"]}} in container["envFrom"]
+    assert token not in yaml.safe_dump(deployment)  # only the Secret holds it

@@ -10,6 +10,9 @@ import json
 import pytest
 from slack_standin import block_actions_payload, signed_action_request
 
+from notifier.errors import StoreUnavailable
+from notifier.http import actions
+from notifier.http.answers import ApiError
 from notifier.http.state import GATEWAY
 from notifier.store.keys import key_digest
 
@@ -243,3 +246,20 @@ async def test_allowed_hosts_add_names(make_doors):
     client, _ = await make_doors(tokens={}, allowed_hosts="notifier.internal")
     assert (await client.get("/v1/alerts", headers={"Host": "notifier.internal:8080"})).status == 200
     assert (await client.get("/v1/alerts", headers={"Host": "other.internal"})).status == 403
+
+
+# --------------------------------------------------------------- Socket Mode's clicks
+
+
+@pytest.mark.parametrize(
+    ("raised", "acked"),
+    [(None, True), (ApiError(400, "not a control of this gateway"), True), (StoreUnavailable("down"), False)],
+)
+async def test_a_socket_mode_click_is_acknowledged_unless_the_store_could_not_record_it(monkeypatch, raised, acked):
+    async def act(gateway, payload):
+        if raised is not None:
+            raise raised
+        return {"status": "ok"}
+
+    monkeypatch.setattr(actions, "act", act)
+    assert await actions.socket_click(None, {"type": "block_actions"}) is acked
