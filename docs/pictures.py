@@ -6,7 +6,8 @@
 Writes ``first-event.txt`` (a first event: curl's answer and the gateway's line), ``console.png``
 (the console of a gateway with a tree, reserves, a mute, a window and open alerts),
 ``slack-message.png`` (an alert's message after a repeat and its resolution, with its thread) and
-``status.txt`` (what ``notifier status`` printed for that gateway). The message is the Block Kit
+``status.txt`` (what ``notifier status`` printed for that gateway) and ``docs-site.png`` (a page of
+these docs as ``mkdocs serve`` serves them, styled by the theme). The message is the Block Kit
 JSON the gateway sent to the Slack stand-in, drawn by ``slack-message.html`` in the manner of
 Slack's client: its words, fields and buttons are the message's own, the look an approximation.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import subprocess
 import sys
@@ -25,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-from helpers import Gateway, http, need, wait_for  # noqa: E402  (tests/support is on the path now)
+from helpers import Gateway, free_port, http, need, wait_for  # noqa: E402  (tests/support is on the path now)
 from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
 from slack_standin import TOKEN, SlackStandin  # noqa: E402
 
@@ -202,6 +204,30 @@ def console_picture(page: Page, gateway: Gateway, folder: Path) -> None:
     page.screenshot(path=str(folder / "console.png"), full_page=True)
 
 
+def docs_site_picture(page: Page, folder: Path) -> None:
+    """A page of this site as ``mkdocs serve`` serves it: the theme's header, navigation and styles."""
+    port = free_port()
+    command = [str(Path(sys.executable).parent / "mkdocs"), "serve", "--no-livereload", "-a", f"127.0.0.1:{port}"]
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}/integrations/front-doors/"
+        wait_for(lambda: _serves(url), 120, what="mkdocs serve")
+        page.goto(url)
+        expect(page.locator("header.md-header")).to_be_visible()
+        page.screenshot(path=str(folder / "docs-site.png"))
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def _serves(url: str) -> bool:
+    try:
+        return http("GET", url, timeout=2)[0] == 200
+    except OSError:
+        return False
+
+
 def main(folder: Path) -> None:
     """Make every picture into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -216,6 +242,7 @@ def main(folder: Path) -> None:
             page = browser.new_page(viewport={"width": 1100, "height": 800})
             console_picture(page, gateway, folder)
             slack_picture(browser.new_page(viewport={"width": 720, "height": 600}), slack, ts, folder)
+            docs_site_picture(browser.new_page(viewport={"width": 1400, "height": 900}), folder)
         finally:
             browser.close()
             gateway.stop()

@@ -16,6 +16,7 @@ import logging
 import socket
 import sys
 from collections.abc import Callable
+from typing import TypeAlias
 
 from . import terminal
 from .config import EMPTY, Config, load_config
@@ -44,11 +45,26 @@ def main(argv: list[str] | None = None) -> int:
     return command(args, settings)
 
 
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="notifier", description="Slack notification gateway with hierarchical rate limits"
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    local = [*_local_parsers(commands), _token_parser(commands)]
+    remote = _remote_parsers(commands)
+    for sub in (*local, *remote):  # after each command's own arguments
+        sub.add_argument("--env-file", help="read NOTIFIER_* settings from this file too")
+    for sub in remote:
+        sub.add_argument("--url", default=None, help="gateway URL (default: from NOTIFIER_HOST/NOTIFIER_PORT)")
+        sub.add_argument("--token", default=None, help="bearer token (default: the first of NOTIFIER_API_TOKENS)")
+    return parser
+
+
+def _local_parsers(commands: Subparsers) -> list[argparse.ArgumentParser]:
+    """The commands that run here: serve, check-config, route, render."""
     serve = commands.add_parser("serve", help="run the gateway")
     serve.add_argument("--config", metavar="FILE", help="the configuration file (default: NOTIFIER_CONFIG)")
     serve.set_defaults(run=_serve)
@@ -66,9 +82,17 @@ def _parser() -> argparse.ArgumentParser:
         "keys", nargs="*", metavar="KEY=VALUE", help="text=... title=... category=db field:team=db link:Runbook=URL ..."
     )
     render.set_defaults(run=_render)
-    new_token = _token_parser(commands)
+    return [serve, check, route, render]
+
+
+def _remote_parsers(commands: Subparsers) -> list[argparse.ArgumentParser]:
+    """The commands that ask a running gateway: status, mute, unmute, ack, unack, maintenance."""
     status = commands.add_parser("status", help="show limits and totals of a running gateway")
     status.set_defaults(run=lambda args, settings: terminal.show(_url(args, settings), _token(args, settings)))
+    return [status, *_mute_parsers(commands), *_ack_parsers(commands), _window_parser(commands)]
+
+
+def _mute_parsers(commands: Subparsers) -> list[argparse.ArgumentParser]:
     mute = commands.add_parser("mute", help="mute a category (or LEVEL/VALUE) for the whole fleet for a while")
     mute.add_argument("category", metavar="CATEGORY|LEVEL/VALUE", help="a category, or a value of a level: channel/#db")
     mute.add_argument("duration", help="how long, e.g. 30m or 1h")
@@ -84,6 +108,10 @@ def _parser() -> argparse.ArgumentParser:
     unmute.set_defaults(
         run=lambda args, settings: terminal.unmute(_url(args, settings), _token(args, settings), args.category)
     )
+    return [mute, unmute]
+
+
+def _ack_parsers(commands: Subparsers) -> list[argparse.ArgumentParser]:
     ack = commands.add_parser("ack", help="acknowledge an open alert (stops its escalation)")
     ack.add_argument("dedup_key", help="the alert's dedup_key")
     ack.add_argument("--by", default=None, help="who acknowledges (default: the token's author)")
@@ -95,6 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     unack.set_defaults(
         run=lambda args, settings: terminal.unack(_url(args, settings), _token(args, settings), args.dedup_key)
     )
+    return [ack, unack]
+
+
+def _window_parser(commands: Subparsers) -> argparse.ArgumentParser:
     window = commands.add_parser("maintenance", help="open or end a maintenance window for the whole fleet")
     window.add_argument("name", help="the window's name (its URL: /v1/windows/NAME)")
     window.add_argument("--for", dest="for_", metavar="DURATION", help="how long from its start, e.g. 2h")
@@ -109,15 +141,10 @@ def _parser() -> argparse.ArgumentParser:
             _url(args, settings), _token(args, settings), args.name, _window_body(args)
         )
     )
-    for sub in (serve, status, mute, unmute, ack, unack, window, check, route, render, new_token):
-        sub.add_argument("--env-file", help="read NOTIFIER_* settings from this file too")
-    for sub in (status, mute, unmute, ack, unack, window):
-        sub.add_argument("--url", default=None, help="gateway URL (default: from NOTIFIER_HOST/NOTIFIER_PORT)")
-        sub.add_argument("--token", default=None, help="bearer token (default: the first of NOTIFIER_API_TOKENS)")
-    return parser
+    return window
 
 
-def _token_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def _token_parser(commands: Subparsers) -> argparse.ArgumentParser:
     """``token new``; returns its parser."""
     token = commands.add_parser("token", help="make bearer tokens for the configuration file")
     new = token.add_subparsers(dest="action", required=True, help="what to do: new").add_parser(

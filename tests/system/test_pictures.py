@@ -28,6 +28,7 @@ def test_the_pictures_are_made_from_a_running_gateway(tmp_path):
     made = subprocess.run([sys.executable, str(PICTURES), str(tmp_path)], capture_output=True, text=True, timeout=240)
     assert made.returncode == 0, made.stdout + made.stderr
     assert _png_size(tmp_path / "console.png")[0] == 1100
+    assert _png_size(tmp_path / "docs-site.png") == (1400, 900)
     width, height = _png_size(tmp_path / "slack-message.png")
     assert width > 300 and height > 150
     status = (tmp_path / "status.txt").read_text()

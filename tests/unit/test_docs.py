@@ -121,12 +121,14 @@ def test_an_unknown_marker_is_an_error():
 # --- the site ---
 
 
-def test_the_site_builds_strictly(tmp_path):
-    """`mkdocs build --strict`: a broken link or anchor, a page left out of the nav fail it."""
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site, built with `mkdocs build --strict` once for the tests of this part."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     mkdocs = Path(sys.executable).parent / "mkdocs"
+    built_in = tmp_path_factory.mktemp("site")
     built = subprocess.run(
-        [str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        [str(mkdocs), "build", "--strict", "--site-dir", str(built_in)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -134,8 +136,44 @@ def test_the_site_builds_strictly(tmp_path):
         timeout=240,
     )
     assert built.returncode == 0, built.stdout + built.stderr
-    settings_page = (tmp_path / "site" / "reference" / "settings" / "index.html").read_text()
+    return built_in
+
+
+def test_the_site_builds_strictly(site):
+    """`mkdocs build --strict`: a broken link or anchor, a page left out of the nav fail it."""
+    settings_page = (site / "reference" / "settings" / "index.html").read_text()
     assert 'id="notifier_hold_bypass"' in settings_page and "<!-- reference" not in settings_page
+
+
+# Where a page loads something: stylesheets, scripts, icons, images, fonts (not where it links to).
+LOADED = re.compile(
+    r"<(?:link\b[^>]*?\brel=\"?(?:stylesheet|preload|icon|modulepreload)[^>]*?\bhref|script\b[^>]*?\bsrc|img\b[^>]*?\bsrc)"
+    r"=\"?([^\" >]+)",
+    re.IGNORECASE,
+)
+CSS_URL = re.compile(r"(?:@import\s+|url\()\s*[\"']?([^\"')]+)", re.IGNORECASE)
+
+
+def test_every_page_loads_only_what_the_site_has(site):
+    """A stylesheet or script a page loads must be in the site (a too-wide exclude_docs once dropped the
+    theme's CSS: every page rendered unstyled while the build passed), and nothing comes from another host."""
+    problems = []
+    for page in sorted(site.rglob("*.html")):
+        for ref in LOADED.findall(page.read_text()):
+            problems += _problem(site, page, ref)
+    for sheet in sorted(site.rglob("*.css")):
+        for ref in CSS_URL.findall(sheet.read_text(errors="replace")):
+            problems += _problem(site, sheet, ref) if not ref.startswith("data:") else []
+    assert not problems, "\n".join(problems[:20])
+    assert list(site.glob("assets/stylesheets/main.*.min.css")), "the theme's stylesheet is not in the site"
+
+
+def _problem(site: Path, page: Path, ref: str) -> list[str]:
+    if re.match(r"(?:[a-z]+:)?//", ref, re.IGNORECASE):
+        return [f"{page.relative_to(site)} loads {ref} from another host"]
+    path = ref.split("#")[0].split("?")[0]
+    target = (site / path.lstrip("/") if path.startswith("/") else page.parent / path).resolve()  # 404.html: absolute
+    return [] if target.exists() else [f"{page.relative_to(site)} loads {ref}, which the site does not have"]
 
 
 # --- the README ---
