@@ -17,6 +17,24 @@ BOUND = 1.0  # the contract's figure for an override to be in force everywhere
 CLICK_ANSWER = 3.0  # Slack's: a click is answered within 3 s
 
 
+class Replicas:
+    """Gateway processes a test starts (several at once) and stops at its end."""
+
+    def __init__(self, log_dir: str) -> None:
+        self.log_dir, self.started = log_dir, []
+
+    def start(self, env: dict[str, str], replicas: int) -> list[Gateway]:
+        gateways = [Gateway(env, log_dir=self.log_dir) for _ in range(replicas)]
+        with ThreadPoolExecutor(replicas) as pool:
+            list(pool.map(lambda g: g.start(), gateways))
+        self.started.extend(gateways)
+        return gateways
+
+    def stop(self) -> None:
+        with ThreadPoolExecutor(max(1, len(self.started))) as pool:
+            list(pool.map(lambda g: g.stop(), self.started))
+
+
 def post_event(gateway: Gateway, slack, category: str, text: str, **extra: object):
     """Send an event and wait for its Slack message (found by the text's first word); the stand-in's record."""
     status, answer, _ = gateway.post({"category": category, "text": text, **extra}, headers=AUTH)

@@ -12,7 +12,6 @@ import hashlib
 import hmac
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlencode
 
 import pytest
@@ -24,6 +23,7 @@ from clicks import (
     CLICK_ANSWER,
     OTHER_USER,
     USER,
+    Replicas,
     buttons,
     chosen,
     context_texts,
@@ -65,18 +65,13 @@ def env(redis_url: str, slack, secret: str | None = SECRET, choices: str | None 
 
 @pytest.fixture
 def make_fleet(redis_url, slack, tmp_path):
-    started: list[Gateway] = []
+    fleet = Replicas(str(tmp_path))
 
     def make(replicas: int = 3, secret: str | None = SECRET, choices: str | None = "1h") -> list[Gateway]:
-        gateways = [Gateway(env(redis_url, slack, secret, choices), log_dir=str(tmp_path)) for _ in range(replicas)]
-        with ThreadPoolExecutor(replicas) as pool:
-            list(pool.map(lambda g: g.start(), gateways))
-        started.extend(gateways)
-        return gateways
+        return fleet.start(env(redis_url, slack, secret, choices), replicas)
 
     yield make
-    with ThreadPoolExecutor(max(1, len(started))) as pool:
-        list(pool.map(lambda g: g.stop(), started))
+    fleet.stop()
 
 
 # ---------------------------------------------------------------- helpers

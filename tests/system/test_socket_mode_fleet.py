@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import slack_standin
@@ -20,6 +19,7 @@ from clicks import (
     AUTH,
     BOUND,
     USER,
+    Replicas,
     control,
     edited_to,
     is_admitted,
@@ -61,18 +61,13 @@ def env(redis_url: str, slack: SlackStandin, app_token: str = APP_TOKEN) -> dict
 
 @pytest.fixture
 def make_fleet(redis_url, slack, tmp_path):
-    started: list[Gateway] = []
+    fleet = Replicas(str(tmp_path))
 
     def make(replicas: int = 2, app_token: str = APP_TOKEN) -> list[Gateway]:
-        gateways = [Gateway(env(redis_url, slack, app_token), log_dir=str(tmp_path)) for _ in range(replicas)]
-        with ThreadPoolExecutor(replicas) as pool:
-            list(pool.map(lambda g: g.start(), gateways))
-        started.extend(gateways)
-        return gateways
+        return fleet.start(env(redis_url, slack, app_token), replicas)
 
     yield make
-    with ThreadPoolExecutor(max(1, len(started))) as pool:
-        list(pool.map(lambda g: g.stop(), started))
+    fleet.stop()
 
 
 def health(gateway: Gateway) -> str:
