@@ -7,7 +7,8 @@
     ├── ConfigError          the configuration file has problems; one line each, naming the place
     ├── TemplateError        a message template failed for one event: it takes the built-in shape
     ├── StoreUnavailable     the store did not answer (raised only by ``store.client``); nothing changed
-    │   └── ReplyLost        a call sent whose reply did not come: it may have run
+    │   ├── ReplyLost        a call sent whose reply did not come: it may have run
+    │   └── StoreFull        over maxmemory: the store refused a write
     ├── InDoubt              a 503 whose event may have been admitted; ``id`` names it
     │   ├── NotReplicated    the store took a write that too few replicas acknowledged in time
     │   └── OutcomeUnknown   the admission was sent and its reply did not come in time
@@ -59,6 +60,11 @@ class ReplyLost(StoreUnavailable):
     cut after it was sent. The store may have run it; callers that must know say so
     (the admission answers :class:`OutcomeUnknown`), the others retry as for any failure.
     """
+
+
+class StoreFull(StoreUnavailable):
+    """The store is over its ``maxmemory`` and refused a write (``OOM``): nothing changed.
+    It answers again by itself once keys expire or the limit is raised."""
 
 
 class DeliveryError(NotifierError):

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import StoreUnavailable
+from ..errors import StoreFull, StoreUnavailable
 from ..metrics import CATEGORIES, Decisions, Labels
 from ..models import Decision, Event, Facts, Outcome
 from ..policy import Policy
@@ -63,8 +63,8 @@ class Admission:
         started = time.perf_counter()
         try:
             decision = await self.limiter.decide_in_store(event, path, source, message)
-        except StoreUnavailable:
-            if self.fallback is None:
+        except StoreUnavailable as exc:
+            if self.fallback is None or isinstance(exc, StoreFull):  # what it admits could never be restored
                 raise
             decision = self.fallback.admit(event, path, source, self.limiter.policy, message)
         self._decisions.count(path, decision.outcome, decision.level, time.perf_counter() - started)

@@ -24,7 +24,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage
 from aiohttp.web_protocol import RequestPayloadError
 
-from ..errors import InDoubt, OutcomeUnknown, StoreUnavailable
+from ..errors import InDoubt, OutcomeUnknown, StoreFull, StoreUnavailable
 from .state import METRICS
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 MAX_BODY = 64 * 1024  # the app's client_max_size: aiohttp refuses a longer body, answered 413 here
 STORE_RETRY_AFTER = 2  # seconds a client should wait when the store is unreachable
 UNAVAILABLE = "store unavailable, try again later"  # the plain 503: nothing happened
+FULL = "store full"  # the store is over its maxmemory: nothing written; it recovers by itself
 LOG_EVERY = 5.0  # seconds between two log lines about 503s: in an outage there is one per request
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -117,7 +118,7 @@ def error_answer(request: web.Request, exc: Exception) -> web.StreamResponse:
         return unavailable(request, {"error": in_doubt(request, exc), "id": exc.id})
     if isinstance(exc, StoreUnavailable):
         log_unavailable(exc)
-        return unavailable(request, {"error": UNAVAILABLE})
+        return unavailable(request, {"error": FULL if isinstance(exc, StoreFull) else UNAVAILABLE})
     if isinstance(exc, web.HTTPException):
         if exc.status < 400:
             raise exc

@@ -54,7 +54,7 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
         settings.redis_sentinels or (),
         settings.redis_sentinel_master,
     )
-    keys, scripts = Keys(settings.key_prefix), Scripts(store.redis)
+    keys, scripts = Keys(settings.key_prefix), Scripts(store.redis, flags=not store.embedded)
     metrics.watch_store(store)
     async with aiohttp.ClientSession() as session:
         sink = make_sink(settings, session)

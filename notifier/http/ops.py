@@ -7,10 +7,12 @@ import asyncio
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .answers import json_response
+from ..errors import StoreFull
+from .answers import FULL, json_response
 from .state import GATEWAY, METRICS
 
 READY_TIMEOUT = 1.0
+READY_LIFE_MS = 10_000  # the probe's key expires by itself
 
 
 async def healthz(request: web.Request) -> web.StreamResponse:
@@ -22,10 +24,14 @@ async def healthz(request: web.Request) -> web.StreamResponse:
 
 
 async def readyz(request: web.Request) -> web.StreamResponse:
-    """200 only while the store answers."""
-    store = request.app[GATEWAY].store
+    """200 only while the store answers and takes writes: a write of a few bytes, which a store over
+    its maxmemory refuses (``store full``), as it refuses admissions."""
+    gateway = request.app[GATEWAY]
+    store = gateway.store
     try:
-        await asyncio.wait_for(store.call(store.redis.ping), READY_TIMEOUT)
+        await asyncio.wait_for(store.call(store.redis.set, gateway.keys.ready, "1", px=READY_LIFE_MS), READY_TIMEOUT)
+    except StoreFull:
+        return json_response({"status": "unavailable", "error": FULL}, 503)
     except Exception as exc:  # any failure to answer means not ready
         return json_response({"status": "unavailable", "error": str(exc) or type(exc).__name__}, 503)
     return json_response({"status": "ready"})

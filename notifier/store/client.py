@@ -68,7 +68,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from ..errors import ReplyLost, StoreUnavailable
+from ..errors import ReplyLost, StoreFull, StoreUnavailable
 from .replication import Written, script_then_wait, supports_waitaof, then_wait, wait_command
 
 log = logging.getLogger(__name__)
@@ -138,6 +138,8 @@ class Store:
             return await command(*args, **kwargs)
         except (RedisError, OSError, asyncio.TimeoutError) as exc:
             self.failures += 1
+            if isinstance(exc, OutOfMemoryError):  # over maxmemory: it answers, and refuses writes
+                raise StoreFull(f"store full: {exc}") from exc
             if isinstance(exc, UNREACHABLE):
                 self._open_circuit(exc)
                 raise StoreUnavailable(self.last_error) from exc

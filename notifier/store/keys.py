@@ -47,6 +47,7 @@ class Keys:
         self.timers = base + "timers"  # escalations due: record key -> due time (us)
         self.replicated = base + "replicated"  # written before each WAIT (store/replication.py)
         self.held_pairs = base + "held"  # (channel, window) pairs holding anything, by pair id
+        self.ready = base + "ready"  # /readyz writes it: a store over maxmemory refuses the write
         self.control_key = base + "control-key"  # the secret that seals messages' controls (store/secret.py)
         self.sent_last = base + "sent:last"  # the last gateway ts given to a front-door client (us)
 

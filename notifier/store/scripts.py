@@ -29,6 +29,18 @@ NAMES = (
 )
 
 
+# Redis 7's script flags (the "#!lua flags=" line), so that the store's maxmemory holds for the
+# gateway: a script without the line is never refused for memory, and wrote past the limit. With it,
+# a script that may grow the store is refused (OOM) while the store is over maxmemory: admissions and
+# changes answer "store full", nothing written. Delivery's scripts may run (allow-oom): they write a
+# few bytes and settle frees whole outbox entries, so delivery goes on and frees memory. The
+# embedded store (fakeredis) reads no such line and has no maxmemory: it gets none.
+FLAGS = {
+    "limits": "no-writes",
+    **dict.fromkeys(("pace", "settle", "digest", "edits", "timers", "handover", "announce"), "allow-oom"),
+}
+
+
 # Pieces a script starts with (Redis has no modules): lua/buckets.lua holds the sliding logs
 # of one level value, lua/counts.lua the stats of outcomes.
 PIECES = {"admit": ("buckets", "counts"), "limits": ("buckets",), "restore": ("counts",)}
@@ -40,10 +52,11 @@ def script_dir() -> Path:
     return installed if installed.is_dir() else Path(__file__).resolve().parents[2] / "lua"
 
 
-def script_source(name: str, folder: Path | None = None) -> str:
-    """The source of script ``name`` as Redis runs it: its pieces, then the script itself."""
+def script_source(name: str, folder: Path | None = None, flags: bool = False) -> str:
+    """The source of script ``name`` as Redis runs it: its flags' line (``flags``), its pieces, then the script."""
     folder = folder or script_dir()
-    return "\n".join((folder / f"{part}.lua").read_text() for part in (*PIECES.get(name, ()), name))
+    body = "\n".join((folder / f"{part}.lua").read_text() for part in (*PIECES.get(name, ()), name))
+    return f"#!lua flags={FLAGS.get(name, '')}\n{body}" if flags else body
 
 
 class Scripts:
@@ -68,7 +81,8 @@ class Scripts:
     update: AsyncScript
     note: AsyncScript
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, flags: bool = False) -> None:
+        """``flags``: declare each script's flags (Redis 7 and later; not the embedded store)."""
         folder = script_dir()
         for name in NAMES:
-            setattr(self, name, client.register_script(script_source(name, folder)))
+            setattr(self, name, client.register_script(script_source(name, folder, flags)))
