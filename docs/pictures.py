@@ -31,7 +31,17 @@ from helpers import Gateway, free_port, http, need, wait_for  # noqa: E402  (tes
 from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
 from slack_standin import TOKEN, SlackStandin  # noqa: E402
 
-BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+BROWSER_ARGS = [  # nothing but the pages asks the network: no updates, sync or QUIC of chromium's own
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+INDIGO = "rgb(64, 81, 181)"  # the header of mkdocs-material's indigo palette: #4051b5
 TREE = """\
 levels:
   - name: global
@@ -213,8 +223,14 @@ def docs_site_picture(page: Page, folder: Path) -> None:
     try:
         url = f"http://127.0.0.1:{port}/integrations/front-doors/"
         wait_for(lambda: _serves(url), 120, what="mkdocs serve")
-        page.goto(url)
-        expect(page.locator("header.md-header")).to_be_visible()
+        elsewhere: list[str] = []  # what the page asks of another host, or does not get
+        page.on("request", lambda r: elsewhere.extend([] if r.url.startswith(f"http://127.0.0.1:{port}/") else [r.url]))
+        page.on("response", lambda r: elsewhere.extend([f"{r.status} {r.url}"] if r.status >= 400 else []))
+        page.goto(url, wait_until="networkidle")
+        expect(page.locator("header.md-header")).to_have_css("background-color", INDIGO)  # the theme's CSS is in
+        expect(page.locator("nav.md-nav--primary")).to_be_visible()
+        if elsewhere:
+            raise RuntimeError(f"the docs page loads from elsewhere, or misses: {elsewhere}")
         page.screenshot(path=str(folder / "docs-site.png"))
     finally:
         server.terminate()

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -145,31 +146,83 @@ def test_the_site_builds_strictly(site):
     assert 'id="notifier_hold_bypass"' in settings_page and "<!-- reference" not in settings_page
 
 
-# Where a page loads something: stylesheets, scripts, icons, images, fonts (not where it links to).
-LOADED = re.compile(
-    r"<(?:link\b[^>]*?\brel=\"?(?:stylesheet|preload|icon|modulepreload)[^>]*?\bhref|script\b[^>]*?\bsrc|img\b[^>]*?\bsrc)"
-    r"=\"?([^\" >]+)",
-    re.IGNORECASE,
-)
-CSS_URL = re.compile(r"(?:@import\s+|url\()\s*[\"']?([^\"')]+)", re.IGNORECASE)
+# Where a page loads something: the src of these tags, the href of a <link> (an <a href> only links).
+SOURCES = {"script", "img", "source", "iframe", "audio", "video", "embed", "input"}
+NOT_LOADED = {"canonical", "alternate", "prev", "next"}  # a <link> naming a page, not fetching it
+CSS_URL = re.compile(r"(?:@import\s+|url\()\s*[\"']?([^\"')\s]+)", re.IGNORECASE)
+
+
+class _Loads(HTMLParser):
+    """The addresses a page loads (its <link>, src and srcset, and url() in its inline CSS), in order."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.refs: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = {name: value or "" for name, value in attrs}
+        self._in_style = tag == "style"
+        if tag == "link" and found.get("href") and not set(found.get("rel", "").lower().split()) & NOT_LOADED:
+            self.refs.append(found["href"])
+        if tag in SOURCES and found.get("src"):
+            self.refs.append(found["src"])
+        self.refs += [part.split()[0] for part in found.get("srcset", "").split(",") if part.strip()]
+        self.refs += CSS_URL.findall(found.get("style", ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_style = False
+
+    def handle_data(self, data: str) -> None:
+        self.refs += CSS_URL.findall(data) if self._in_style else []
 
 
 def test_every_page_loads_only_what_the_site_has(site):
-    """A stylesheet or script a page loads must be in the site (a too-wide exclude_docs once dropped the
-    theme's CSS: every page rendered unstyled while the build passed), and nothing comes from another host."""
+    """A stylesheet, script, icon or image a page loads must be in the site (a too-wide exclude_docs once
+    dropped the theme's CSS: every page rendered unstyled while the build passed), and nothing comes from
+    another host (Google's fonts did, before theme.font: false)."""
     problems = []
     for page in sorted(site.rglob("*.html")):
-        for ref in LOADED.findall(page.read_text()):
-            problems += _problem(site, page, ref)
+        loads = _Loads()
+        loads.feed(page.read_text())
+        problems += [problem for ref in loads.refs for problem in _problem(site, page, ref)]
     for sheet in sorted(site.rglob("*.css")):
-        for ref in CSS_URL.findall(sheet.read_text(errors="replace")):
-            problems += _problem(site, sheet, ref) if not ref.startswith("data:") else []
-    assert not problems, "\n".join(problems[:20])
+        problems += [
+            problem
+            for ref in CSS_URL.findall(sheet.read_text(errors="replace"))
+            for problem in _problem(site, sheet, ref)
+        ]
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(sorted(set(problems))[:20])
     assert list(site.glob("assets/stylesheets/main.*.min.css")), "the theme's stylesheet is not in the site"
+    assert list(site.glob("assets/javascripts/bundle.*.min.js")), "the theme's script is not in the site"
+
+
+def test_the_check_of_what_a_page_loads_sees_every_way_of_loading(tmp_path):
+    """The check above is only as good as what it finds: attributes in any order, every kind of load."""
+    page = tmp_path / "index.html"
+    page.write_text(
+        '<link href="https://fonts.gstatic.com" rel="preconnect"><link rel="shortcut icon" href="icon.png">'
+        '<link rel="canonical" href="https://example.org/"><script defer src="//cdn.example/x.js"></script>'
+        '<img alt="a" srcset="a.png 1x, b.png 2x"><style>@import "https://fonts.example/f.css";</style>'
+        '<a href="https://example.org/">a link, not a load</a>'
+    )
+    (tmp_path / "a.png").write_bytes(b"")
+    loads = _Loads()
+    loads.feed(page.read_text())
+    found = [problem for ref in loads.refs for problem in _problem(tmp_path, page, ref)]
+    assert found == [
+        "index.html loads https://fonts.gstatic.com from another host",
+        "index.html loads icon.png, which the site does not have",
+        "index.html loads //cdn.example/x.js from another host",
+        "index.html loads b.png, which the site does not have",
+        "index.html loads https://fonts.example/f.css from another host",
+    ]
 
 
 def _problem(site: Path, page: Path, ref: str) -> list[str]:
-    if re.match(r"(?:[a-z]+:)?//", ref, re.IGNORECASE):
+    if ref.startswith(("data:", "#")):
+        return []
+    if re.match(r"(?:[a-z][a-z0-9+.-]*:)?//", ref, re.IGNORECASE):
         return [f"{page.relative_to(site)} loads {ref} from another host"]
     path = ref.split("#")[0].split("?")[0]
     target = (site / path.lstrip("/") if path.startswith("/") else page.parent / path).resolve()  # 404.html: absolute
