@@ -5,7 +5,8 @@
 -- KEYS[6] the record of the alert the entry posted (hash; any key of the slot if none)
 -- KEYS[7] escalation timers (zset: record key -> when to look, us; see timers.lua)
 -- ARGV[1] consumer group, ARGV[2] stream entry id, ARGV[3] event id,
--- ARGV[4] 'delivered' or 'dead'; then
+-- ARGV[4] 'delivered', 'dead' or 'folded' (a stale event summed up in its channel's folded
+--   message, counted as folded: delivery/folding.py); then
 --   for 'delivered': ARGV[5] channel id Slack answered, ARGV[6] the message's ts,
 --     ARGV[7] the version of the record the message shows (0: not an alert's post),
 --     ARGV[8] edits (1/0): a change made while it was being posted edits it now
@@ -21,6 +22,10 @@
 local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
 redis.call('HDEL', KEYS[3], ARGV[3])
+if ARGV[4] == 'folded' then
+  if acked == 1 then redis.call('HINCRBY', KEYS[4], 'folded', 1) end
+  return acked
+end
 if ARGV[4] == 'dead' then
   if acked == 1 then  -- (else another replica settled it meanwhile: never dead-letter twice)
     local fields = {'reason', ARGV[5]}

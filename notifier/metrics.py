@@ -22,6 +22,7 @@ FIRST_BUCKET = ADMISSION_BUCKETS[0]
 Counts = dict[tuple[str, ...], int]
 Labels = Iterable[tuple[str, str]]
 CATEGORIES = "(categories)"  # the label set of categories, apart from any level's (no level has this name)
+FOLDED = "folded"  # the outcome label of events summed up in a folded message
 MAX_KEPT = 20_000  # (path, outcome, level) counters kept apart before they are folded into labels
 
 
@@ -42,6 +43,7 @@ class Decisions(Collector):
 
     def __init__(self, registry: CollectorRegistry, max_values: int | None = None) -> None:
         self.events: dict[tuple[Path, Outcome, str], int] = {}
+        self.folded: dict[str, int] = {}  # category label -> events folded after an outage
         self.buckets = [0] * (len(ADMISSION_BUCKETS) + 1)  # the last one is +Inf
         self.seconds = 0.0
         self.levels: tuple[str, ...] = ()  # the tree's level names, root first
@@ -82,6 +84,11 @@ class Decisions(Collector):
         self.buckets[0 if seconds <= FIRST_BUCKET else bisect.bisect_left(ADMISSION_BUCKETS, seconds)] += 1
         self.seconds += seconds
 
+    def count_folded(self, category: str) -> None:
+        """Count an admitted event this replica summed up in a folded message (``delivery.folding``)."""
+        label = self.label(category)
+        self.folded[label] = self.folded.get(label, 0) + 1
+
     def _fold(self) -> None:
         """Turn the counters per path into counts per label (bounded whatever clients send)."""
         folded = self._folded
@@ -103,7 +110,7 @@ class Decisions(Collector):
         events = CounterMetricFamily(
             "notifier_events",
             "Events decided, by category and outcome "
-            "(accepted, dropped_<level>; shadow_dropped_<level> in shadow mode)",
+            "(accepted, dropped_<level>; shadow_dropped_<level> in shadow mode); folded: accepted, then summed up",
             labels=["category", "outcome"],
         )
         # A duplicate or a resolution is neither admitted nor dropped: the contract keeps them
@@ -123,6 +130,8 @@ class Decisions(Collector):
                 apart[outcome].add_metric([category], count)
             else:
                 events.add_metric([category, outcome_label(Outcome(outcome), level)], count)
+        for category, count in sorted(self.folded.items()):  # admitted, then summed up after an outage
+            events.add_metric([category, FOLDED], count)
         levels = CounterMetricFamily(
             "notifier_level_events",
             "Events decided, by level of the tree below the root, the event's value there, and outcome",

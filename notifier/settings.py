@@ -215,6 +215,10 @@ class Settings(BaseSettings):
     replica_id: str | None = None
     """This replica's name in the delivery consumer group; unset: `hostname:port`. A replica restarted with the same
     name resumes its own pending deliveries."""
+    stale_after: DurationMs = Field(600_000, ge=0)
+    """When the message a channel is about to post has waited longer than this (a Slack outage, a long backlog), every
+    event waiting for that channel and older than this is folded into one message, and each alert among them is
+    posted once as it stands now; 0 never folds."""
     delivery_max_attempts: int = Field(8, ge=1)
     """Failed sends (5xx, timeouts) before an event moves to the dead letters."""
     claim_idle: DurationMs = Field(60_000, gt=0)

@@ -14,12 +14,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
 from ..errors import StoreUnavailable
-from ..outbox import Entry, decode
+from ..escalation import Step
+from ..outbox import Entry, EventEntry, decode
 from ..slack.sinks import Posted
 from ..store.client import Store, as_text
 from ..store.keys import Keys
@@ -35,6 +37,23 @@ class Escalate(NamedTuple):
 
     first_step_us: int  # the first step's offset
     since: str  # "post" (counts from now) or "reopen" (from the reopening)
+
+
+def first_step(escalation: Mapping[str, tuple[Step, ...]], entry: EventEntry) -> Escalate | None:
+    """The start of an alert's escalation, for its post or its reopening reply (None: no steps)."""
+    steps = escalation.get(str(entry.event.get("severity", "info")))
+    if not steps or not entry.record or (entry.reply and not entry.reopened) or entry.message is not None:
+        return None
+    return Escalate(steps[0].after_ms * 1000, "reopen" if entry.reopened else "post")
+
+
+class Backlog(NamedTuple):
+    """The outbox as the gauges show it."""
+
+    pending: int  # entries claimed, not yet settled
+    length: int  # entries in the stream
+    dead: int  # dead letters
+    oldest_seconds: float  # age of the oldest entry not yet settled (0: none)
 
 
 class Taken(NamedTuple):
@@ -175,6 +194,26 @@ class ConsumerGroup:
                 escalation.since if escalation else "",
             ]
         return bool(await self._store.run(self._scripts.settle, keys, args))
+
+    async def fold(self, stream_id: str, event_id: str) -> bool:
+        """Settle an entry summed up in its channel's folded message (counted as ``folded``)."""
+        keys = [self._keys.outbox, self._keys.dead, self._keys.attempts, self._keys.stats]
+        keys += [self._keys.edits, self._keys.edits, self._keys.timers]
+        return bool(await self._store.run(self._scripts.settle, keys, [GROUP, stream_id, event_id, "folded"]))
+
+    async def backlog(self) -> Backlog:
+        """How much waits in the outbox, and for how long."""
+        store, keys = self._store, self._keys
+        pending = (await store.call(store.redis.xpending, keys.outbox, GROUP))["pending"]
+        length, dead = await store.call(store.redis.xlen, keys.outbox), await store.call(store.redis.xlen, keys.dead)
+        # Settled entries are deleted, so the stream's first entry is the oldest undelivered one,
+        # claimed or not yet read (XPENDING's min would miss a backlog nobody has read).
+        first = await store.call(store.redis.xrange, keys.outbox, "-", "+", count=1)
+        if not first:
+            return Backlog(pending, length, dead, 0.0)
+        ms = int(as_text(first[0][0]).split("-")[0])
+        now = await store.server_time_us(keys.outbox) / 1e6
+        return Backlog(pending, length, dead, max(0.0, now - ms / 1000))
 
     async def holds(self, stream_id: str) -> bool:
         """True while the outbox still has this entry (not yet delivered nor dead-lettered)."""

@@ -46,14 +46,15 @@ from ..slack.messages import (
 )
 from ..slack.sinks import Posted, Sink
 from ..slack.templates import Templates
-from ..store.client import Store, as_text
+from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..store.secret import ControlKey
 from ..tasks import cancel_and_wait, every, until_answered
 from .digests import Digests
 from .edits import Editor, Offer, post_of, read_record
-from .group import READ_COUNT, ConsumerGroup, Escalate, Taken, take
+from .folding import Folder
+from .group import READ_COUNT, ConsumerGroup, Taken, first_step, take
 from .pacing import Bucket, Pacer, backoff
 from .timers import Timers
 
@@ -101,6 +102,7 @@ class Delivery:
         controls = controls and policy().mute_target("") is not None  # (the tree is the file's: fixed)
         self._offered = Offer(settings.mute_choices, control_key if controls else None)  # None: no controls
         self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._offered, templates)
+        self._folder = Folder(settings.stale_after / 1000, sink, self._pacer, keys, self._group, metrics)
         self._timers = Timers(store, scripts, keys, settings.escalation, policy)  # policy: windows' hand-overs
         self._threads = GatewayTs(store, scripts, keys)  # where the parents of front-door replies are
         self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
@@ -217,7 +219,13 @@ class Delivery:
                 return  # left pending under our name: a restart resumes it
             self._sending.add(stream_id)
             try:
-                await self._deliver(self._held[stream_id])
+                taken = self._held[stream_id]
+                if not await self._deliver(taken):  # it waited too long: fold the channel's stale backlog
+                    backlog = await self._folder.fold(taken, queue, self._held)
+                    for alert in backlog.posted:  # each alert once, as it stands now
+                        await self._deliver(alert, fold=False)
+                    for each in (*backlog.posted, *backlog.folded):
+                        self._held.pop(each.stream_id, None)
             except Exception:  # one bad entry must not stop the channel
                 # Left pending and no longer kept claimed: reclaimed after claim_idle.
                 log.exception("delivering outbox entry %s failed", stream_id)
@@ -225,15 +233,19 @@ class Delivery:
                 self._sending.discard(stream_id)
                 self._held.pop(stream_id, None)
 
-    async def _deliver(self, taken: Taken) -> None:
+    async def _deliver(self, taken: Taken, fold: bool = True) -> bool:
+        """Post an entry (or settle it as failed); False, having done nothing, when it is stale by the time
+        it could be posted (``fold``: it is then folded with its channel's backlog)."""
         message, shown = await self._prepare(taken)
         channel = taken.entry.channel  # the pace is the configured channel's, whatever id a reply names
         bucket = Bucket(self._keys.pace(channel), self._keys.cooldown(channel), self._keys.cooldown_all)
         while True:
             if self._sink.paced:  # the console is not Slack: nothing to pace there
                 await self._pacer.wait_for_slot(bucket)
-                if shown:  # an alert's post shows its state as of now, not as of before the wait
-                    message, shown = await self._prepare(taken)
+            if fold and self._folder.stale(taken):
+                return False
+            if self._sink.paced and shown:  # an alert's post shows its state as of now, not as of before the wait
+                message, shown = await self._prepare(taken)
             started = time.perf_counter()
             try:
                 posted = await self._sink.post(message)
@@ -247,7 +259,7 @@ class Delivery:
                 attempts = await until_answered("counting an attempt", self._group.count_attempt, taken.entry.id)
                 if attempts >= self._settings.delivery_max_attempts:
                     await self._settle(taken, f"gave up after {attempts} attempts: {exc}")
-                    return
+                    return True
                 await asyncio.sleep(backoff(attempts))
                 continue
             except Permanent as exc:
@@ -255,13 +267,13 @@ class Delivery:
                     message, shown = await self._prepare(taken)
                     continue
                 await self._settle(taken, str(exc))
-                return
+                return True
             finally:
                 self._metrics.slack_seconds.observe(time.perf_counter() - started)
             await self._settle(taken, posted=posted, shown=shown)
             if isinstance(taken.entry, EscalationEntry) or (isinstance(taken.entry, EventEntry) and taken.entry.reply):
                 self._metrics.replies.inc()
-            return
+            return True
 
     async def _prepare(self, taken: Taken) -> tuple[Message, int]:
         """The message of an entry, and the version of its alert's record it shows (0: none)."""
@@ -312,13 +324,6 @@ class Delivery:
             return escalation_message(posted.channel_id, posted.ts, entry.text, event)
         return escalation_message(entry.channel, None, entry.text, event)
 
-    def _escalate(self, entry: EventEntry) -> Escalate | None:
-        """The start of an alert's escalation, for its post or its reopening reply (None: no steps)."""
-        steps = self._settings.escalation.get(str(entry.event.get("severity", "info")))
-        if not steps or not entry.record or (entry.reply and not entry.reopened) or entry.message is not None:
-            return None
-        return Escalate(steps[0].after_ms * 1000, "reopen" if entry.reopened else "post")
-
     async def _settle_again(self, taken: Taken, sent: Sent, read_at: float) -> None:
         """An entry this replica sent came back from a read: settle it, never send it twice.
 
@@ -356,7 +361,8 @@ class Delivery:
         """Settle an entry in the store, remembered as sent before and after; True if this call settled it."""
         self._remember(taken.stream_id, Sent(None, dead_reason, posted, shown))
         entry = taken.entry
-        escalate = self._escalate(entry) if isinstance(entry, EventEntry) and not dead_reason else None
+        steps = self._settings.escalation
+        escalate = first_step(steps, entry) if isinstance(entry, EventEntry) and not dead_reason else None
         record = entry.record if isinstance(entry, EventEntry) and (shown or escalate) else ""
         acked = await until_answered(
             "recording a delivery",
@@ -377,20 +383,11 @@ class Delivery:
     # -- gauges and digests ------------------------------------------------------
 
     async def _update_gauges(self) -> None:
-        redis, keys = self._store.redis, self._keys
-        summary = await self._store.call(redis.xpending, keys.outbox, "delivery")
-        self._metrics.outbox_pending.set(summary["pending"])
-        self._metrics.outbox_length.set(await self._store.call(redis.xlen, keys.outbox))
-        self._metrics.dead_letters.set(await self._store.call(redis.xlen, keys.dead))
-        # Settled entries are deleted, so the stream's first entry is the oldest undelivered one,
-        # claimed or not yet read (XPENDING's min would miss a backlog nobody has read).
-        first = await self._store.call(redis.xrange, keys.outbox, "-", "+", count=1)
-        if first:
-            ms = int(as_text(first[0][0]).split("-")[0])
-            now = await self._store.server_time_us(keys.outbox) / 1e6
-            self._metrics.oldest_pending_seconds.set(max(0.0, now - ms / 1000))
-        else:
-            self._metrics.oldest_pending_seconds.set(0)
+        backlog, metrics = await self._group.backlog(), self._metrics
+        metrics.outbox_pending.set(backlog.pending)
+        metrics.outbox_length.set(backlog.length)
+        metrics.dead_letters.set(backlog.dead)
+        metrics.oldest_pending_seconds.set(backlog.oldest_seconds)
 
     async def _claim_digests(self) -> None:
         claimed = await self._digests.claim_due()

@@ -53,6 +53,7 @@ async def stats_view(gateway: Gateway) -> dict[str, Any]:
         "delivered": counts.get(Stat.DELIVERED, 0),
         "delivered_again": counts.get(Stat.DELIVERED_AGAIN, 0),
         "dead_lettered": counts.get(Stat.DEAD_LETTERED, 0),
+        "folded": counts.get(Stat.FOLDED, 0),
     }
 
 

@@ -30,6 +30,7 @@ class Stats(BaseModel):
     by_level: dict[str, dict[str, CategoryCounts]] = Field(
         description="per level below the root, per value: an event counts under its value at every level"
     )
+    folded: int = Field(0, ge=0, description="admitted events summed up in a folded message after an outage")
 
 
 class RuleUse(BaseModel):

@@ -123,7 +123,7 @@ class Stat:
 
     The Lua scripts write them (``admit.lua``: accepted, dropped, duplicate,
     resolved, reopened and the per-category fields; ``settle.lua``: delivered,
-    delivered_again, dead_lettered; ``requeue.lua``: requeued; ``timers.lua``:
+    delivered_again, dead_lettered, folded; ``requeue.lua``: requeued; ``timers.lua``:
     escalated); the gateway
     reads them here only.
     """
@@ -137,6 +137,7 @@ class Stat:
     DELIVERED = "delivered"
     DELIVERED_AGAIN = "delivered_again"
     DEAD_LETTERED = "dead_lettered"
+    FOLDED = "folded"
     REQUEUED = "requeued"
     PER_CATEGORY = (ACCEPTED, DROPPED)  # written as "<outcome>:<category>"
     PER_LEVEL = "level"  # written as "level:<level>:<outcome>:<value>"
