@@ -10,12 +10,14 @@
 --   else a name or the author), ARGV[3] where from ('slack', 'api', 'console' or 'cli')
 --
 -- Returns {0} when the record is no open alert (gone, never fired, or resolved);
--- else {1, who acknowledged ('' = nobody), when (us, '' = never), where from ('' = nobody)}.
+-- else {1, who acknowledged ('' = nobody), when (us, '' = never), where from ('' = nobody),
+-- who had acknowledged before this call ('' = nobody), and where from}: the audit log's "before".
 
 local t = redis.call('TIME')
 local now = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 local fired, resolved, e = unpack(redis.call('HMGET', KEYS[1], 'fired', 'resolved', 'e'))
 if fired ~= '1' or resolved == '1' or not e then return {0} end
+local was_by, was_src = unpack(redis.call('HMGET', KEYS[1], 'ack_by', 'ack_src'))
 
 if ARGV[1] == 'ack' then
   redis.call('HSET', KEYS[1], 'ack_by', ARGV[2], 'ack_src', ARGV[3], 'ack_at', now)
@@ -30,4 +32,4 @@ end
 redis.call('HINCRBY', KEYS[1], 'ver', 1)
 if redis.call('HEXISTS', KEYS[1], 'ts') == 1 then redis.call('ZADD', KEYS[2], 'NX', now, KEYS[1]) end
 local by, at, src = unpack(redis.call('HMGET', KEYS[1], 'ack_by', 'ack_at', 'ack_src'))
-return {1, by or '', at or '', src or ''}
+return {1, by or '', at or '', src or '', was_by or '', was_src or ''}

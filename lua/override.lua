@@ -12,8 +12,9 @@
 -- for 'put': ARGV[3] rules as written, ARGV[4] duration in ms (0 = until removed),
 --   ARGV[5] who made it
 --
--- Returns for 'put' {until in us ('' = none), version}; for 'delete' {1 when an
--- override was in force (and is now removed), else 0, version}.
+-- Returns for 'put' {until in us ('' = none), version, the override it replaced ('' = none)};
+-- for 'delete' {1 when an override was in force (and is now removed), else 0, version, the
+-- removed override ('' = none)}. The replaced or removed one is for the audit log's "before".
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -36,10 +37,12 @@ if ARGV[1] == 'put' then
   for i = 1, #all do in_force(all[i]) end  -- lapsed ones go: the hash holds what is in force
   local for_ms = tonumber(ARGV[4])
   local until_us = for_ms > 0 and int(now + for_ms * 1000) or ''
+  local before = redis.call('HGET', KEYS[1], ARGV[2]) or ''
   redis.call('HSET', KEYS[1], ARGV[2],
     cjson.encode({rules = ARGV[3], ['until'] = until_us, by = ARGV[5], at = int(now)}))
-  return {until_us, redis.call('INCR', KEYS[2])}
+  return {until_us, redis.call('INCR', KEYS[2]), before}
 end
-if not in_force(ARGV[2]) then return {0, redis.call('GET', KEYS[2]) or '0'} end
+if not in_force(ARGV[2]) then return {0, redis.call('GET', KEYS[2]) or '0', ''} end
+local removed = redis.call('HGET', KEYS[1], ARGV[2])
 redis.call('HDEL', KEYS[1], ARGV[2])
-return {1, redis.call('INCR', KEYS[2])}
+return {1, redis.call('INCR', KEYS[2]), removed}

@@ -13,9 +13,10 @@
 --   ARGV[5] categories (JSON array), ARGV[6] channels (JSON array), ARGV[7] note, ARGV[8] who
 --   made it, ARGV[9] how long it lasts in us (with an end of 0)
 --
--- Returns for 'put' {'ok', start us, end us, version} or {'bad', why} (nothing changed);
--- for 'end' {1, end us} when a window that had not ended is now ended (one that had not
--- started is removed: it held nothing), else {0, ''}.
+-- Returns for 'put' {'ok', start us, end us, version, the window it replaced ('' = none)} or
+-- {'bad', why} (nothing changed); for 'end' {1, end us, the window before it ended} when a window
+-- that had not ended is now ended (one that had not started is removed: it held nothing), else
+-- {0, ''}. The replaced window is for the audit log's "before".
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -49,7 +50,7 @@ if ARGV[1] == 'put' then
   redis.call('HSET', KEYS[1], ARGV[2], cjson.encode({
     start = int(start_us), ['end'] = int(end_us), categories = cjson.decode(ARGV[5]),
     channels = cjson.decode(ARGV[6]), note = ARGV[7], by = ARGV[8], at = int(now), as = announced}))
-  return {'ok', int(start_us), int(end_us), redis.call('INCR', KEYS[2])}
+  return {'ok', int(start_us), int(end_us), redis.call('INCR', KEYS[2]), old or ''}
 end
 
 local raw = redis.call('HGET', KEYS[1], ARGV[2])
@@ -63,4 +64,4 @@ else
   redis.call('HSET', KEYS[1], ARGV[2], cjson.encode(window))
 end
 redis.call('INCR', KEYS[2])
-return {1, int(now)}
+return {1, int(now), raw}

@@ -230,6 +230,10 @@ class Settings(BaseSettings):
     process, its counts divided by NOTIFIER_REPLICAS."""
     replicas: int = Field(1, ge=1)
     """How many replicas share the limits, for the local limiter of `fail_open`."""
+    audit_retention: DurationMs = Field(90 * 86_400_000, gt=0)
+    """How long the audit log keeps an entry (every change: overrides, windows, acknowledgements, requeues)."""
+    audit_max_entries: int = Field(100_000, ge=1)
+    """The most entries the audit log keeps, fleet-wide; the oldest go first."""
     log_level: str = "INFO"
     """DEBUG, INFO, WARNING, ERROR or CRITICAL."""
     config: str | None = None

@@ -1,4 +1,4 @@
-"""The terminal side of the ``notifier`` command: ``status``, ``mute`` and ``unmute``.
+"""The terminal side of the ``notifier`` command: ``status``, ``mute``, ``unmute``, ``ack``, ``maintenance``, ``audit``.
 
 They talk to a running gateway over HTTP (``GET /v1/limits`` and ``/v1/stats``,
 ``PUT`` and ``DELETE /v1/limits/{level}/{value}`` or ``/v1/limits/{category}``),
@@ -153,7 +153,7 @@ def show(url: str, token: str | None) -> int:
 def mute(url: str, token: str | None, target: str, duration: str) -> int:
     """``notifier mute``: override ``target`` (``LEVEL/VALUE`` or a category) to ``0/DURATION`` for DURATION,
     fleet-wide."""
-    return _change(url, "PUT", target, token, {"rules": f"0/{duration}", "for": duration})
+    return _change(url, "PUT", target, token, {"rules": f"0/{duration}", "for": duration, "via": "cli"})
 
 
 def unmute(url: str, token: str | None, target: str) -> int:
@@ -197,6 +197,29 @@ def maintenance(url: str, token: str | None, name: str, body: dict[str, Any] | N
         held = ", ".join([*answer["categories"], *answer["channels"]])
         print(f"{name}: holds {held} from {_utc(answer['start'])} until {_utc(answer['end'])}")
     return 0
+
+
+def audit(url: str, token: str | None, limit: int, action: str | None, by: str | None) -> int:
+    """``notifier audit``: the latest ``limit`` entries of the audit log (of ``action``, by ``by``), one a line,
+    newest first."""
+    asked = {"limit": limit, "action": action, "by": by}
+    query = urllib.parse.urlencode({key: value for key, value in asked.items() if value is not None})
+    answer = _call(url, "GET", f"{url.rstrip('/')}/v1/audit?{query}", token, None)
+    if answer is None:
+        return 1
+    for entry in answer["entries"]:
+        print(audit_line(entry))
+    return 0
+
+
+def audit_line(entry: dict[str, Any]) -> str:
+    """One audit entry as a line: when, what, to what, who and from where, and what changed."""
+    target = " ".join(f"{key}={value}" for key, value in entry.get("target", {}).items() if value not in (None, ""))
+    line = f"{entry['at']}  {entry['action']:<15} {target}  by {entry['by']} via {entry['via']}"
+    before, after = entry.get("before"), entry.get("after")
+    if before is not None or after is not None:
+        line += f"  {json.dumps(before, separators=(',', ':'))} -> {json.dumps(after, separators=(',', ':'))}"
+    return line
 
 
 def _call(url: str, method: str, target: str, token: str | None, body: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -223,7 +223,8 @@ def _check(click: Click, gateway: Gateway) -> None:
 
 async def _acknowledge(gateway: Gateway, click: Click) -> dict[str, Any]:
     """Record (or lift) the acknowledgement; the alert's edit shows it. A gone alert: say so, change nothing."""
-    answer = await acknowledge(gateway, click.record, f"<@{click.user}>" if click.action == ACK else "", SLACK)
+    by = f"<@{click.user}>" if click.action == ACK else ""
+    answer = await acknowledge(gateway, click.record, by, SLACK, f"slack:{click.user}")
     if answer is None:
         await _mark(gateway, click._replace(record=""), GONE, MUTE)
     return {"status": "ok" if answer else "gone", "action": click.action, "category": click.category, **(answer or {})}
@@ -231,14 +232,14 @@ async def _acknowledge(gateway: Gateway, click: Click) -> dict[str, Any]:
 
 async def _mute(gateway: Gateway, click: Click, target: Target) -> str:
     override = await gateway.overrides.put(
-        target, parse_rules(f"0/{click.duration}"), parse_duration_ms(click.duration), f"slack:<@{click.user}>"
+        target, parse_rules(f"0/{click.duration}"), parse_duration_ms(click.duration), f"slack:<@{click.user}>", SLACK
     )
     until = time.strftime("%H:%M UTC", time.gmtime((override.until_us or 0) / 1e6))
     return f"Muted {escape(click.category)} until {until} by <@{click.user}>"
 
 
 async def _unmute(gateway: Gateway, click: Click, target: Target) -> str:
-    await gateway.overrides.delete(target, f"slack:<@{click.user}>")
+    await gateway.overrides.delete(target, f"slack:<@{click.user}>", SLACK)
     return f"Unmuted {escape(click.category)} by <@{click.user}>"
 
 

@@ -15,7 +15,10 @@ from aiohttp import web
 from ..store.client import as_text
 from ..store.keys import Stat
 from .answers import ApiError, json_response
+from .auth import CALLER
 from .state import GATEWAY, Gateway
+
+VIA = ("api", "console", "cli")  # the faces an HTTP caller may name; "slack" is a signed click's alone
 
 
 async def get_stats(request: web.Request) -> web.StreamResponse:
@@ -72,8 +75,18 @@ async def get_dead(request: web.Request) -> web.StreamResponse:
 async def post_requeue(request: web.Request) -> web.StreamResponse:
     """``POST /v1/dead/requeue``: no body (or no ``ids``) requeues all."""
     gateway = request.app[GATEWAY]
-    moved = await gateway.dead_letters.requeue(_requested_ids(await request.read()))
+    raw = await request.read()
+    moved = await gateway.dead_letters.requeue(_requested_ids(raw), request[CALLER].name, _via(raw))
     return json_response({"status": "requeued", "count": len(moved), "ids": moved})
+
+
+def _via(raw: bytes) -> str:
+    """The face a requeue was made from, as its body says (``api`` without one), for the audit log."""
+    body = json.loads(raw) if raw else {}  # _requested_ids has refused a body that is not JSON
+    via = body.get("via", "api") if isinstance(body, dict) else "api"
+    if via not in VIA:
+        raise ApiError(422, "invalid fields: via", [{"field": "via", "message": f"one of {', '.join(VIA)}"}])
+    return str(via)
 
 
 def _requested_ids(raw: bytes) -> list[str] | None:

@@ -21,6 +21,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..delivery.edits import Record
+from ..store.audit import Change
 from ..store.client import as_text
 from ..store.keys import key_digest
 from .answers import ApiError, json_response
@@ -44,14 +45,23 @@ class AckRequest(BaseModel):
     via: Literal["api", "console", "cli"] = Field(API, description="the face it was made from (never slack)")
 
 
-async def acknowledge(gateway: Gateway, record: str, by: str, source: str) -> dict[str, Any] | None:
-    """Acknowledge (``by`` set) or unacknowledge (``by`` empty) the alert at ``record``; None when not open."""
+async def acknowledge(gateway: Gateway, record: str, by: str, source: str, author: str) -> dict[str, Any] | None:
+    """Acknowledge (``by`` set) or unacknowledge (``by`` empty) the alert at ``record``; None when not open.
+
+    Recorded in the audit log here, for every face, as made by ``author`` (a token's name, or
+    ``slack:<user id>``); ``by`` is what the alert shows.
+    """
     keys, store = gateway.keys, gateway.store
     args = ["ack", by, source] if by else ["unack"]
     reply = await store.run(gateway.scripts.ack, [record, keys.edits], args)
     if not int(reply[0]):
         return None
     who, at, via = as_text(reply[1]), as_text(reply[2]), as_text(reply[3])
+    was_by, was_via = as_text(reply[4]), as_text(reply[5])
+    before = {"by": was_by, "via": was_via} if was_by else None
+    after = {"by": who, "via": via} if who else None
+    target = await _alert_target(gateway, record)
+    await gateway.audit.record(Change("ack" if by else "unack", target, author, source, before, after))
     return {
         "acknowledged_by": who or None,
         "acknowledged_at": round(int(at) / 1e6, 3) if at else None,
@@ -59,23 +69,31 @@ async def acknowledge(gateway: Gateway, record: str, by: str, source: str) -> di
     }
 
 
+async def _alert_target(gateway: Gateway, record: str) -> dict[str, str | None]:
+    """An alert as the audit log names it: its dedup_key and category (never its text)."""
+    raw = await gateway.store.call(gateway.store.redis.hget, record, "e")
+    entry = Record(record, {"e": as_text(raw)}).event_entry if raw else None
+    key = entry.event.get("dedup_key") if entry else None
+    return {"dedup_key": str(key) if key else None, "category": entry.category if entry else None}
+
+
 async def post_ack(request: web.Request) -> web.StreamResponse:
     """``POST /v1/alerts/{dedup_key}/ack``, optionally with ``{"by": "..."}``."""
     gateway = request.app[GATEWAY]
     key = _dedup_key(request)
     body = await _ack_request(request)
-    return await _acked(gateway, key, body.by or request[CALLER].name, body.via)
+    return await _acked(gateway, key, body.by or request[CALLER].name, request[CALLER].name, body.via)
 
 
 async def delete_ack(request: web.Request) -> web.StreamResponse:
     """``DELETE /v1/alerts/{dedup_key}/ack``."""
     gateway = request.app[GATEWAY]
-    return await _acked(gateway, _dedup_key(request), "")
+    return await _acked(gateway, _dedup_key(request), "", request[CALLER].name)
 
 
-async def _acked(gateway: Gateway, key: str, by: str, via: str = API) -> web.Response:
+async def _acked(gateway: Gateway, key: str, by: str, author: str, via: str = API) -> web.Response:
     record = await gateway.store.call(gateway.store.redis.hget, gateway.keys.alerts_index, key_digest(key))
-    answer = await acknowledge(gateway, as_text(record), by, via) if record else None
+    answer = await acknowledge(gateway, as_text(record), by, via, author) if record else None
     if answer is None:
         raise ApiError(404, "no open alert has this dedup_key")
     return json_response({"dedup_key": key, **answer})

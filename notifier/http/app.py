@@ -25,12 +25,13 @@ from ..settings import Settings
 from ..slack.sinks import make_sink
 from ..slack.socket_mode import SocketMode
 from ..slack.templates import Templates
+from ..store.audit import Audit
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..store.secret import ControlKey
 from ..store.topology import connect
 from ..tasks import cancel_and_wait, every
-from . import admin, alerts, console, limits, ops, slack_compat, windows
+from . import admin, alerts, audit_log, console, limits, ops, slack_compat, windows
 from .actions import post_action, socket_click
 from .alertmanager import post_alertmanager
 from .answers import MAX_BODY, answers_errors, no_route
@@ -60,7 +61,8 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
         sink = make_sink(settings, session)
         defaults = Policy.from_settings(settings, app[CONFIG])
         limiter = Limiter(store, scripts, keys, settings, defaults, edits=sink.edits)
-        overrides = Overrides(store, scripts, keys, defaults, limiter, metrics.overrides)
+        audit = Audit(store, keys, settings.audit_max_entries, settings.audit_retention)
+        overrides = Overrides(store, scripts, keys, defaults, limiter, metrics.overrides, audit)
         with contextlib.suppress(StoreUnavailable):  # else the watch reads them once the store answers
             await overrides.refresh()
         fallback = (
@@ -69,10 +71,10 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
             else None
         )
         admission = Admission(limiter, fallback, metrics.decisions)
-        dead_letters, sent = DeadLetters(store, scripts, keys), GatewayTs(store, scripts, keys)
+        dead_letters, sent = DeadLetters(store, scripts, keys, audit), GatewayTs(store, scripts, keys)
         control_key = ControlKey(store, keys, settings.control_secret)
         app[GATEWAY] = Gateway(
-            settings, store, keys, scripts, admission, overrides, dead_letters, metrics, sent, control_key
+            settings, store, keys, scripts, admission, overrides, dead_letters, metrics, sent, control_key, audit
         )
         gateway = app[GATEWAY]
         gateway.socket_mode = socket_mode(gateway, session)
@@ -135,6 +137,7 @@ def create_app(settings: Settings, config: Config = EMPTY) -> web.Application:
         web.get("/v1/dead", admin.get_dead),
         web.get("/v1/token", get_token),
         web.post("/v1/dead/requeue", admin.post_requeue),
+        web.get("/v1/audit", audit_log.get_audit),
         web.get("/healthz", ops.healthz),
         web.get("/readyz", ops.readyz),
         web.get("/metrics", ops.metrics),

@@ -57,6 +57,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/alerts/{dedup_key}/ack"): ACK,
     ("GET", "/v1/dead"): READ,
     ("POST", "/v1/dead/requeue"): ADMIN,
+    ("GET", "/v1/audit"): READ,
     ("GET", "/v1/token"): TOKEN,
     # The front doors take the token from the path or the body, need send, and answer in Slack's shapes
     # (http/slack_compat/intake.py): open here, checked there.

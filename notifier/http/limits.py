@@ -14,7 +14,7 @@ is not the root's name) addresses a category at the level named ``category``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,6 +55,7 @@ class OverrideRequest(BaseModel):
     for_: str | None = Field(
         None, alias="for", max_length=20, pattern=DURATION_PATTERN, description="lapse after this long, e.g. 1h"
     )
+    via: Literal["api", "console", "cli"] = Field("api", description="the face it was made from, for the audit log")
 
 
 async def get_limits(request: web.Request) -> web.StreamResponse:
@@ -187,7 +188,7 @@ async def put_limit(request: web.Request) -> web.StreamResponse:
     for_ms = None if body.for_ is None else _parsed("for", parse_duration_ms, body.for_)
     if for_ms is not None and for_ms < 1:
         raise invalid("for", "must be a positive duration, e.g. 1h")
-    override = await gateway.overrides.put(target, rules, for_ms, who)
+    override = await gateway.overrides.put(target, rules, for_ms, who, body.via)
     answer = {"level": target[0], "value": target[1], **_override_view(override)}
     return json_response(_as_addressed(request, answer))
 

@@ -19,12 +19,14 @@ from .. import __version__
 from ..models import Accepted, Dropped, Duplicate, Event, Problem, Reopened, Resolved
 from .alertmanager import Payload
 from .alerts import AckRequest
+from .audit_log import PARAMETERS
 from .limits import OverrideRequest
 from .schemas import (
     AckAnswer,
     ActionAnswer,
     AlertmanagerAnswer,
     AlertmanagerUndecided,
+    AuditPage,
     DeadLetters,
     Health,
     Limits,
@@ -68,6 +70,7 @@ ANSWERS = (
     Windows,
     TokenAnswer,
     Health,
+    AuditPage,
 )
 
 
@@ -308,6 +311,14 @@ def _window_paths() -> Doc:
     }
 
 
+def _audit_paths() -> Doc:
+    answers = {"200": _json("a page of entries", AuditPage), "400": _json("before is not an entry id", Problem)}
+    answers.update((status, REFUSED[status]) for status in ("401", "403", "422", "503"))
+    summary = "The audit log: every change, who made it, newest first"
+    get = {"summary": summary, "security": TOKEN, "parameters": PARAMETERS, "responses": answers}
+    return {"/v1/audit": {"get": get}}
+
+
 def _ops_paths() -> Doc:
     text = {"description": "Prometheus text", "content": {"text/plain": {"schema": {"type": "string"}}}}
     return {
@@ -347,7 +358,8 @@ def _ops_paths() -> Doc:
 @lru_cache(maxsize=1)
 def spec() -> Doc:
     """The OpenAPI 3.1 document of the gateway (the front doors' part from ``slack_compat.openapi``)."""
-    paths = {**_event_paths(), **_limits_paths(), **_alert_paths(), **_window_paths(), **_ops_paths()}
+    paths = {**_event_paths(), **_limits_paths(), **_alert_paths(), **_window_paths(), **_audit_paths()}
+    paths.update(_ops_paths())
     return {
         "openapi": "3.1.0",
         "info": {

@@ -6,7 +6,7 @@ Alertmanager payload, ``limits.OverrideRequest``, ...); these describe what come
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -152,6 +152,7 @@ class RequeueRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     ids: list[str] | None = Field(None, min_length=1)
+    via: Literal["api", "console", "cli"] = Field("api", description="the face it was made from, for the audit log")
 
 
 class Requeued(BaseModel):
@@ -255,3 +256,23 @@ class TokenAnswer(BaseModel):
     scopes: list[Literal["send", "read", "ack", "admin"]]
     channels: list[str] = Field(description="globs of the channels its messages may go to")
     open: bool = Field(description="true when no tokens are configured: every caller is anonymous")
+
+
+class AuditEntry(BaseModel):
+    """One change in the audit log: who made it, from where, to what, and what was there before and after."""
+
+    id: str = Field(description="the entry's id; give it as before= for the older entries")
+    at: str = Field(description="when, ISO 8601 UTC (the store's clock)")
+    by: str = Field(description="the token's name; slack:<user id> for a click")
+    via: Literal["api", "console", "cli", "slack"]
+    action: str = Field(description="override.put, override.delete, window.open, window.end, ack, unack, requeue")
+    target: dict[str, Any] = Field(description="level and value, window, alert (dedup_key, category), dead letters")
+    before: Any = Field(description="what was there before, or null")
+    after: Any = Field(description="what is there now, or null")
+
+
+class AuditPage(BaseModel):
+    """``GET /v1/audit``: entries, newest first."""
+
+    entries: list[AuditEntry]
+    next: str | None = Field(description="the id to give as before= for the next page, or null on the last")

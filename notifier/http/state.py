@@ -14,6 +14,7 @@ from ..gateway_ts import GatewayTs
 from ..metrics import Metrics
 from ..settings import Settings
 from ..slack.socket_mode import SocketMode
+from ..store.audit import Audit
 from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
@@ -34,6 +35,7 @@ class Gateway:
     metrics: Metrics
     sent: GatewayTs  # the gateway ts of front-door messages, and what became of each
     control_key: ControlKey  # seals the controls of messages; a click must bring its seal back
+    audit: Audit  # every change, who made it and from where (store/audit.py)
     socket_mode: SocketMode | None = None  # Slack's clicks over a WebSocket (NOTIFIER_SLACK_APP_TOKEN)
 
     @property

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
@@ -45,6 +45,7 @@ class WindowRequest(BaseModel):
     categories: list[Category] = Field(default_factory=list, max_length=100)
     channels: list[Channel] = Field(default_factory=list, max_length=100)
     note: str = Field("", max_length=1000)
+    via: Literal["api", "console", "cli"] = Field("api", description="the face it was made from, for the audit log")
 
 
 async def put_window(request: web.Request) -> web.StreamResponse:
@@ -52,7 +53,7 @@ async def put_window(request: web.Request) -> web.StreamResponse:
     who = request[CALLER].name
     name = _name(request)
     body = validated(WindowRequest, await read_json(request))
-    start_us = 0 if body.start is None else _instant("start", body.start)
+    start_us = 0 if body.start is None else instant("start", body.start)
     end_us, for_us = _end(body)
     if not body.categories and not body.channels:
         raise invalid("categories", "name at least one category or channel")
@@ -63,7 +64,7 @@ async def put_window(request: web.Request) -> web.StreamResponse:
         raise invalid("end", "must be after start")
     asked = MaintenanceWindow(name, start_us, end_us, tuple(body.categories), tuple(body.channels), body.note, who)
     try:
-        window = await gateway.overrides.put_window(asked, for_us)
+        window = await gateway.overrides.put_window(asked, for_us, body.via)
     except ValueError as exc:  # the store's clock says the end has passed
         raise invalid("end", str(exc)) from exc
     return json_response(window_view(window, await gateway.store.server_time_us(gateway.keys.windows)))
@@ -129,7 +130,7 @@ def _end(body: WindowRequest) -> tuple[int, int]:
     if (body.end is None) == (body.for_ is None):
         raise invalid("end", "give end or for (how long from start), not both")
     if body.end is not None:
-        return _instant("end", body.end), 0
+        return instant("end", body.end), 0
     try:
         length_ms = parse_duration_ms(str(body.for_))
     except ValueError as exc:
@@ -139,7 +140,7 @@ def _end(body: WindowRequest) -> tuple[int, int]:
     return 0, length_ms * 1000
 
 
-def _instant(field: str, value: float | str) -> int:
+def instant(field: str, value: float | str) -> int:
     """Unix seconds or ISO 8601 (with an offset) as microseconds."""
     if isinstance(value, str):
         try:

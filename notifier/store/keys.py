@@ -50,6 +50,7 @@ class Keys:
         self.ready = base + "ready"  # /readyz writes it: a store over maxmemory refuses the write
         self.control_key = base + "control-key"  # the secret that seals messages' controls (store/secret.py)
         self.sent_last = base + "sent:last"  # the last gateway ts given to a front-door client (us)
+        self.audit = base + "audit"  # the audit log (stream, store/audit.py)
 
     @staticmethod
     @functools.lru_cache(maxsize=1024)  # per event of a held channel: the same few pairs

@@ -70,6 +70,7 @@ SAMPLES: dict[tuple[str, str], Sample] = {
     ("POST", "/v1/alerts/{dedup_key}/ack"): Sample("ack", "/v1/alerts/disk-db1/ack"),
     ("DELETE", "/v1/alerts/{dedup_key}/ack"): Sample("ack", "/v1/alerts/disk-db1/ack"),
     ("GET", "/v1/dead"): Sample("read", "/v1/dead"),
+    ("GET", "/v1/audit"): Sample("read", "/v1/audit"),
     ("POST", "/v1/dead/requeue"): Sample("admin", "/v1/dead/requeue", b"", (200,)),
     ("GET", "/v1/token"): Sample(ANY, "/v1/token"),
     ("GET", "/healthz"): Sample(OPEN, "/healthz"),
