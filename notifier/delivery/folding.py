@@ -22,11 +22,12 @@ import time
 from collections import Counter
 from typing import NamedTuple
 
-from ..errors import Permanent, RateLimited, Transient
+from ..errors import Permanent, RateLimited, StoreUnavailable, Transient
 from ..metrics import Metrics
 from ..outbox import EventEntry
 from ..slack.messages import BLOCKS, SECTION_TEXT, Message, context, fit, fit_text, section
 from ..slack.sinks import Sink
+from ..store.client import Store
 from ..store.keys import Keys
 from ..tasks import until_answered
 from .group import ConsumerGroup, Taken
@@ -52,21 +53,41 @@ class Folder:
     (paced like any post), settles each entry as folded, and answers the alerts to post on their own."""
 
     def __init__(
-        self, stale_after_s: float, sink: Sink, pacer: Pacer, keys: Keys, group: ConsumerGroup, metrics: Metrics
+        self,
+        stale_after_s: float,
+        store: Store,
+        sink: Sink,
+        pacer: Pacer,
+        keys: Keys,
+        group: ConsumerGroup,
+        metrics: Metrics,
     ) -> None:
-        self.stale_after_s = stale_after_s
+        self.stale_after_s, self._store = stale_after_s, store
         self._sink, self._pacer, self._keys, self._group, self._metrics = sink, pacer, keys, group, metrics
 
-    def stale(self, taken: Taken) -> bool:
-        return is_stale(taken, self.stale_after_s)
+    async def stale(self, taken: Taken) -> bool:
+        """True for an event that waited too long, by the store's clock (the fleet's one clock: a replica
+        whose own clock is off folds nothing it should not); False while that clock cannot be read."""
+        if not self.stale_after_s or not isinstance(taken.entry, EventEntry):
+            return False
+        return is_stale(taken, self.stale_after_s, await self._now_ms())
 
-    def take_stale(self, queue: Queue, held: dict[str, Taken]) -> list[Taken]:
+    async def _now_ms(self) -> float:
+        store = self._store
+        try:
+            if not store.clock_known:
+                await store.sync_clock(self._keys.outbox)
+        except StoreUnavailable:
+            return 0.0  # nothing is stale at time 0
+        return store.store_time_us(time.monotonic()) / 1000
+
+    def take_stale(self, queue: Queue, held: dict[str, Taken], now_ms: float) -> list[Taken]:
         """The stale entries waiting in ``queue``, taken out of it (the others are put back)."""
         stale, kept = [], []
         while not queue.empty():
             item = queue.get_nowait()
             taken = held.get(item[1])
-            if taken is not None and self.stale(taken):
+            if taken is not None and is_stale(taken, self.stale_after_s, now_ms):
                 stale.append(taken)
             else:
                 kept.append(item)
@@ -86,7 +107,7 @@ class Folder:
         channel = first.entry.channel
         bucket = Bucket(self._keys.pace(channel), self._keys.cooldown(channel), self._keys.cooldown_all)
         while True:
-            stale += self.take_stale(queue, held)
+            stale += self.take_stale(queue, held, await self._now_ms())
             backlog = sort_backlog(stale)
             if not backlog.folded:
                 return backlog
@@ -115,12 +136,17 @@ class Folder:
                 self._metrics.decisions.count_folded(getattr(taken.entry, "category", ""))
 
 
-def is_stale(taken: Taken, stale_after_s: float, now: float | None = None) -> bool:
-    """True for an event that waited longer than ``stale_after_s`` (0: never)."""
-    entry = taken.entry
-    if not stale_after_s or not isinstance(entry, EventEntry):
+def is_stale(taken: Taken, stale_after_s: float, now_ms: float) -> bool:
+    """True for an event that waited longer than ``stale_after_s`` (0: never) at ``now_ms``, the store's
+    clock: its outbox entry's id is the store's time when it was admitted."""
+    if not stale_after_s or not isinstance(taken.entry, EventEntry):
         return False
-    return (time.time() if now is None else now) - entry.received_at > stale_after_s
+    return now_ms - admitted_ms(taken) > stale_after_s * 1000
+
+
+def admitted_ms(taken: Taken) -> int:
+    """When an entry was admitted: its stream id's first part, the store's clock in ms."""
+    return int(taken.stream_id.partition("-")[0])
 
 
 def sort_backlog(stale: list[Taken]) -> Backlog:
@@ -148,14 +174,14 @@ def _is_reply(taken: Taken) -> bool:
 def folded_message(channel: str, folded: list[Taken], posted: int) -> Message:
     """``Folded 43 messages from 14:02 to 14:41 UTC``: counts per category and severity, the latest lines."""
     entries = [t.entry for t in folded if isinstance(t.entry, EventEntry)]
-    first, last = min(e.received_at for e in entries), max(e.received_at for e in entries)
+    first, last = min(map(admitted_ms, folded)) / 1000, max(map(admitted_ms, folded)) / 1000
     head = (
         f":package: *Folded {len(entries)} {'message' if len(entries) == 1 else 'messages'}* that waited "
         f"from {_clock(first)} to {_clock(last)} UTC (posting them one by one would bury what matters now)"
         + (f"; {posted} {'alert is' if posted == 1 else 'alerts are'} shown on {'its' if posted == 1 else 'their'}"
            " own, as they stand now" if posted else "")
     )  # fmt: skip
-    blocks = [section(fit(head, SECTION_TEXT)), context(_counts(entries)), section(_latest(entries))]
+    blocks = [section(fit(head, SECTION_TEXT)), context(_counts(entries)), section(_latest(folded))]
     text = fit_text(f"Folded {len(entries)} messages from {_clock(first)} to {_clock(last)} UTC")
     return Message(channel, text, blocks[:BLOCKS])
 
@@ -170,10 +196,15 @@ def _counts(entries: list[EventEntry]) -> str:
     return fit(f"By category: {named}. By severity: {by_severity}.", SECTION_TEXT)  # escaped by fit
 
 
-def _latest(entries: list[EventEntry]) -> str:
-    latest = sorted(entries, key=lambda e: e.received_at)[-LATEST:]
-    lines = [f"{_clock(e.received_at)} {e.category}: {str(e.event.get('text', ''))[:LINE]}" for e in latest]
+def _latest(folded: list[Taken]) -> str:
+    latest = sorted(folded, key=admitted_ms)[-LATEST:]
+    lines = [f"{_clock(admitted_ms(t) / 1000)} {_line(t)}" for t in latest]
     return fit("Latest:\n" + "\n".join(lines), SECTION_TEXT)  # escaped by fit: no event mentions anyone
+
+
+def _line(taken: Taken) -> str:
+    entry = taken.entry
+    return f"{entry.category}: {str(entry.event.get('text', ''))[:LINE]}" if isinstance(entry, EventEntry) else ""
 
 
 def _clock(at: float) -> str:

@@ -102,7 +102,7 @@ class Delivery:
         controls = controls and policy().mute_target("") is not None  # (the tree is the file's: fixed)
         self._offered = Offer(settings.mute_choices, control_key if controls else None)  # None: no controls
         self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._offered, templates)
-        self._folder = Folder(settings.stale_after / 1000, sink, self._pacer, keys, self._group, metrics)
+        self._folder = Folder(settings.stale_after / 1000, store, sink, self._pacer, keys, self._group, metrics)
         self._timers = Timers(store, scripts, keys, settings.escalation, policy)  # policy: windows' hand-overs
         self._threads = GatewayTs(store, scripts, keys)  # where the parents of front-door replies are
         self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
@@ -242,7 +242,7 @@ class Delivery:
         while True:
             if self._sink.paced:  # the console is not Slack: nothing to pace there
                 await self._pacer.wait_for_slot(bucket)
-            if fold and self._folder.stale(taken):
+            if fold and await self._folder.stale(taken):
                 return False
             if self._sink.paced and shown:  # an alert's post shows its state as of now, not as of before the wait
                 message, shown = await self._prepare(taken)

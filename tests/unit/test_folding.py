@@ -22,11 +22,12 @@ def test_each_alert_is_posted_once_its_post_before_its_replies():
     assert sorted(t.stream_id for t in folded) == ["1-0", "2-0", "5-0", "6-0"]
 
 
-def test_only_events_that_waited_too_long_are_stale():
-    assert is_stale(entry(1, at=0), 600, now=700) and not is_stale(entry(1, at=0), 600, now=500)
-    assert not is_stale(entry(1, at=0), 0, now=10**9)  # 0: never
+def test_only_events_that_waited_too_long_by_the_store_s_clock_are_stale():
+    """The stream id is the store's time of admission (ms); the entry's own received_at is not read."""
+    assert is_stale(entry(1, at=10**10), 600, now_ms=700_000) and not is_stale(entry(1, at=0), 600, now_ms=500_000)
+    assert not is_stale(entry(1), 0, now_ms=10**12)  # 0: never
     digest = Taken("9-0", DigestEntry("d", "#alerts", [("db", 3)], 0, 0, 3, 0, 0, 300_000_000), {})
-    assert not is_stale(digest, 1, now=10**12)
+    assert not is_stale(digest, 1, now_ms=10**12)
 
 
 def test_a_folded_message_of_any_backlog_fits_and_mentions_no_one():
