@@ -13,7 +13,8 @@
 --     ARGV[9] the offset (us) of the alert's first escalation step (0: none), and
 --     ARGV[10] 'post' (the alert's message: escalation counts from now) or 'reopen'
 --     (its Firing again reply: escalation counts from the reopening, admit.lua's 'eb')
---   for 'dead': ARGV[5] reason, and the entry's fields as name, value pairs from ARGV[6] on
+--   for 'dead': ARGV[5] reason, ARGV[6] the most dead letters kept (the oldest go first), and the
+--     entry's fields as name, value pairs from ARGV[7] on
 --
 -- Returns 1 when this call settled the entry, 0 when it was already settled
 -- (another replica delivered it too: a duplicate; or, for 'dead', nothing is
@@ -29,8 +30,8 @@ end
 if ARGV[4] == 'dead' then
   if acked == 1 then  -- (else another replica settled it meanwhile: never dead-letter twice)
     local fields = {'reason', ARGV[5]}
-    for i = 6, #ARGV do fields[#fields + 1] = ARGV[i] end
-    redis.call('XADD', KEYS[2], '*', unpack(fields))
+    for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
+    redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[6], '*', unpack(fields))
     redis.call('HINCRBY', KEYS[4], 'dead_lettered', 1)
   end
   return acked

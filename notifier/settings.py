@@ -221,6 +221,9 @@ class Settings(BaseSettings):
     posted once as it stands now; 0 never folds."""
     delivery_max_attempts: int = Field(8, ge=1)
     """Failed sends (5xx, timeouts) before an event moves to the dead letters."""
+    dead_letters_max: int = Field(10_000, ge=1)
+    """The most dead letters kept (GET /v1/dead, POST /v1/dead/requeue); past it the oldest go first, so a channel that
+    refuses every message cannot grow the store without bound."""
     claim_idle: DurationMs = Field(60_000, gt=0)
     """How long an outbox entry may sit unacknowledged before another replica takes it over."""
     shadow: bool = False

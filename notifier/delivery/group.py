@@ -67,9 +67,12 @@ class Taken(NamedTuple):
 class ConsumerGroup:
     """One replica's view of the outbox consumer group."""
 
-    def __init__(self, store: Store, scripts: Scripts, keys: Keys, consumer: str, block_ms: int | None) -> None:
+    def __init__(
+        self, store: Store, scripts: Scripts, keys: Keys, consumer: str, block_ms: int | None, max_dead: int = 10_000
+    ) -> None:
         self._store, self._scripts, self._keys = store, scripts, keys
         self.consumer = consumer
+        self._max_dead = max_dead  # dead letters kept (NOTIFIER_DEAD_LETTERS_MAX): the oldest go first
         self._block_ms = block_ms  # None: the embedded store cannot block on reads
 
     async def read(self, start: str) -> list[tuple[str, dict[Any, Any] | None]] | None:
@@ -182,7 +185,7 @@ class ConsumerGroup:
         ]
         args: list[Any] = [GROUP, stream_id, event_id]
         if dead_reason:
-            args += ["dead", dead_reason] + [x for kv in (fields or {}).items() for x in kv]
+            args += ["dead", dead_reason, self._max_dead] + [x for kv in (fields or {}).items() for x in kv]
         else:
             args += [
                 "delivered",

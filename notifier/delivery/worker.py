@@ -94,7 +94,7 @@ class Delivery:
         # Block for half the socket timeout: a block as long as the timeout makes every idle
         # read end in a TimeoutError (and, on a cluster client, a slot-map refresh).
         block_ms = None if store.embedded else max(1, min(1000, settings.redis_timeout // 2))
-        self._group = ConsumerGroup(store, scripts, keys, settings.consumer_name, block_ms)
+        self._group = ConsumerGroup(store, scripts, keys, settings.consumer_name, block_ms, settings.dead_letters_max)
         self._pacer = Pacer(store, scripts, settings.channel_rate[0])
         self._digests = Digests(store, scripts, keys)
         clicks = settings.slack_signing_secret or settings.slack_app_token  # over HTTP, or Socket Mode

@@ -161,3 +161,20 @@ async def test_queue_gauges_follow_a_cooldown(aiohttp_client, redis_url, slack):
     text = await (await client.get("/metrics")).text()
     assert "notifier_slack_request_seconds_count 3.0" in text
     assert "notifier_delivery_seconds_count 2.0" in text
+
+
+async def test_dead_letters_are_kept_up_to_their_bound_the_oldest_going_first(aiohttp_client, redis_url, slack):
+    slack.script(*[("error", "channel_not_found")] * 3)
+    client = await aiohttp_client(create_app(_settings(redis_url, slack, dead_letters_max=2)))
+    ids = []
+    for n in range(3):
+        response = await client.post("/v1/events", json={"category": "ops", "text": f"lost-{n}"})
+        ids.append((await response.json())["id"])
+        await _dead(client, min(n + 1, 2))
+
+    async def three_dead() -> bool:
+        return (await (await client.get("/v1/stats")).json())["dead_lettered"] == 3
+
+    await _until(three_dead, what="three dead-lettered")
+    entries = await _dead(client, 2)
+    assert [e["id"] for e in entries] == ids[1:]  # the oldest went first

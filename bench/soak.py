@@ -1,0 +1,161 @@
+"""A soak: a steady mix for N minutes against two gateway processes, memory read as it goes.
+
+It starts its own redis-server, a Slack stand-in (default limits) as the bot's API and two
+``notifier serve`` processes on one store, then sends at a fixed rate, alternating between the
+two gateways: plain events, alerts (dedup keys from a bounded pool, about a third resolved) and
+messages through the incoming-webhook door. The limits are realistic (600/1m overall, 60/1m per
+category, digests every 60 s), so the windows fill and most of the traffic is refused, as in a
+storm that lasts. At start, every 5 minutes and at the end it prints each gateway's RSS, Redis's
+``used_memory`` and ``DBSIZE``, and the counts of ``/v1/stats``. All traffic goes to 127.0.0.1.
+
+    .venv-test/bin/python bench/soak.py --minutes 30 --rate 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
+
+from helpers import Gateway, RedisServer, slack_env
+from slack_standin import SlackStandin
+
+CATEGORIES = ["deploy", "db", "auth", "billing", "web", "batch", "queue", "cache"]
+ALERTS = 200  # the pool of dedup keys
+SEVERITIES = ["info", "warning", "error", "critical"]
+LIMITS = {
+    "NOTIFIER_GLOBAL_LIMIT": "600/1m",
+    "NOTIFIER_CATEGORY_LIMIT": "60/1m",
+    "NOTIFIER_DIGEST_INTERVAL": "60s",
+    # Delivery keeps up with what the global limit admits (10/s, all to one channel): at Slack's
+    # 1/s the outbox would grow by 9 entries a second and hide any other growth.
+    "NOTIFIER_CHANNEL_RATE": "20/1s",
+}
+
+
+HEADER = "| minute | RSS gw1 MiB | RSS gw2 MiB | used_memory MiB | DBSIZE | accepted | dropped | delivered | folded |"
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def request(number: int, rng: random.Random) -> tuple[str, dict[str, object]]:
+    """The path and body of the ``number``-th request: 50% plain, 30% alerts, 20% the webhook door."""
+    kind = number % 10
+    category = rng.choice(CATEGORIES)
+    if kind < 5:
+        return "/v1/events", {"category": category, "text": f"event {number} in {category}"}
+    if kind < 8:
+        key = f"alert-{rng.randrange(ALERTS)}"
+        status = "resolved" if rng.random() < 0.33 else "firing"
+        body = {"category": category, "text": f"{key} {status}", "dedup_key": key, "status": status}
+        return "/v1/events", {**body, "severity": rng.choice(SEVERITIES)}
+    return "/services/T0/B0/soak", {"text": f"webhook message {number}"}
+
+
+async def send(session: aiohttp.ClientSession, urls: list[str], rate: float, seconds: float, tally: dict) -> None:
+    """Send at ``rate`` requests per second for ``seconds``, on a fixed schedule (no catching up in bursts)."""
+    rng = random.Random(7)
+    start = time.monotonic()
+    pending: set[asyncio.Task[None]] = set()
+    for number in itertools.count():
+        due = start + number / rate
+        if due - start >= seconds:
+            break
+        await asyncio.sleep(max(0.0, due - time.monotonic()))
+        if len(pending) > 200:  # the gateways are behind: skip rather than pile up
+            tally["skipped"] += 1
+            continue
+        path, body = request(number, rng)
+        task = asyncio.create_task(one(session, urls[number % len(urls)] + path, body, tally))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+    await asyncio.gather(*pending)
+
+
+async def one(session: aiohttp.ClientSession, url: str, body: dict[str, object], tally: dict) -> None:
+    try:
+        async with session.post(url, json=body) as response:
+            await response.read()
+            tally[response.status] = tally.get(response.status, 0) + 1
+    except (aiohttp.ClientError, asyncio.TimeoutError):
+        tally["errors"] += 1
+
+
+async def reading(session: aiohttp.ClientSession, gateways: list[Gateway], store: redis.Redis, start: float) -> str:
+    async with session.get(gateways[0].url + "/v1/stats") as response:
+        stats = await response.json()
+    rss = " | ".join(f"{rss_kib(g.proc.pid) / 1024:.1f}" for g in gateways)  # type: ignore[union-attr]
+    used = store.info("memory")["used_memory"] / 1024 / 1024
+    minute = (time.monotonic() - start) / 60
+    counts = f"{stats['accepted']} | {stats['dropped']} | {stats['delivered']} | {stats.get('folded', '-')}"
+    return f"| {minute:5.1f} | {rss} | {used:.2f} | {store.dbsize()} | {counts} |"
+
+
+async def soak(gateways: list[Gateway], store: redis.Redis, minutes: float, rate: float) -> dict:
+    tally: dict = {"errors": 0, "skipped": 0}
+    timeout = aiohttp.ClientTimeout(total=10)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        start = time.monotonic()
+        print(HEADER)
+        print("|---|---|---|---|---|---|---|---|---|")
+        print(await reading(session, gateways, store, start), flush=True)
+        sender = asyncio.create_task(send(session, [g.url for g in gateways], rate, minutes * 60, tally))
+        while not sender.done():
+            next_at = start + 300 * (1 + int((time.monotonic() - start) // 300))
+            await asyncio.wait({sender}, timeout=max(0.0, next_at - time.monotonic()))
+            if not sender.done():
+                print(await reading(session, gateways, store, start), flush=True)
+        await sender
+        await asyncio.sleep(2)  # the last answers' deliveries
+        print(await reading(session, gateways, store, start), flush=True)
+    return tally
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--rate", type=float, default=100.0, help="requests per second, both gateways together")
+    args = parser.parse_args(argv)
+    folder = tempfile.mkdtemp(prefix="notifier-soak-")
+    # The gateways are the `notifier` command installed beside this Python.
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    server, slack = RedisServer(), SlackStandin()
+    gateways: list[Gateway] = []
+    try:
+        server.start()
+        slack.start()
+        env = {**slack_env(server.url, slack), **LIMITS}
+        for name in ("a", "b"):
+            gateways.append(Gateway({**env, "NOTIFIER_REPLICA_ID": name}, log_dir=folder).start())
+        print(f"soak: {args.minutes} min at {args.rate}/s on {[g.url for g in gateways]}, logs in {folder}")
+        store = redis.Redis.from_url(server.url)
+        tally = asyncio.run(soak(gateways, store, args.minutes, args.rate))
+        print("answers:", dict(sorted(tally.items(), key=str)))
+        print(f"stand-in: {len(slack.messages)} posted, {len(slack.updates)} edited, {len(slack.throttled)} throttled")
+        store.close()
+    finally:
+        for gateway in gateways:
+            gateway.stop()
+        slack.stop()
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
