@@ -69,6 +69,8 @@ else:  # LoggerAdapter takes a type parameter only from Python 3.11
 class _SdkLog(_Adapter):
     """slack-sdk's log lines, all at DEBUG: it logs every retry, some with a traceback."""
 
+    level = property(lambda self: self.logger.level)  # slack-sdk 3.33 reads its logger's level
+
     def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
         super().log(logging.DEBUG, msg, *args, **kwargs)
 
