@@ -7,6 +7,7 @@ skipping what it could not run.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -62,6 +63,14 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+async def until(predicate, timeout: float = 30.0, what: str = "condition") -> None:
+    """Await ``predicate()`` (a coroutine function) until it is true; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
 
 
 def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):

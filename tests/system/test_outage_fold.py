@@ -4,8 +4,8 @@ each alert among it posted once as it stands now, and nothing is lost from the c
 from __future__ import annotations
 
 import asyncio
-import time
 
+from helpers import until
 from redis_proxy import ReplyProxy
 from slack_standin import TOKEN
 
@@ -14,13 +14,6 @@ from notifier.settings import load_settings
 
 OUTAGE = 3  # Slack answers this many posts with 503; then it refuses connections for a while
 AWAY = 2.5  # seconds of refused connections
-
-
-async def until(predicate, timeout: float = 60.0, what: str = "it") -> None:
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
 
 
 async def test_a_stale_backlog_is_one_folded_message_and_each_alert_once(redis_url, slack, aiohttp_client):
@@ -51,7 +44,7 @@ async def outage(redis_url, slack, proxy: ReplyProxy, aiohttp_client) -> None:
     await post(category="db", text="disk full on db-2", dedup_key="disk-2", severity="error")
     await post(category="db", text="cpu high on db-3", dedup_key="cpu-3")
     await post(category="db", text="cpu ok on db-3", dedup_key="cpu-3", status="resolved")
-    await until(lambda: _async(len(slack.calls) >= OUTAGE), what="the 503s answered")
+    await until(lambda: _async(len(slack.calls) >= OUTAGE), 60, what="the 503s answered")
     proxy.refuse()  # then Slack cannot be reached at all for a while
     await asyncio.sleep(AWAY)
     proxy.accept()
@@ -60,7 +53,7 @@ async def outage(redis_url, slack, proxy: ReplyProxy, aiohttp_client) -> None:
         stats = await (await gateway.get("/v1/stats")).json()
         return stats["accepted"] + stats["resolved"] == stats["delivered"] + stats["folded"] + stats["dead_lettered"]
 
-    await until(settled, what="every admitted entry delivered or folded")
+    await until(settled, 60, what="every admitted entry delivered or folded")
     stats = await (await gateway.get("/v1/stats")).json()
     texts = [m.text for m in slack.received() if m.thread_ts is None]
     folded = [t for t in texts if t.startswith("Folded")]
@@ -73,7 +66,7 @@ async def outage(redis_url, slack, proxy: ReplyProxy, aiohttp_client) -> None:
 
     await post(category="web", text="after the outage")  # fresh again: posted as usual
     await until(
-        lambda: _async(any("after the outage" in m.text for m in slack.received())), what="a fresh event posted"
+        lambda: _async(any("after the outage" in m.text for m in slack.received())), 60, what="a fresh event posted"
     )
     metrics = await (await gateway.get("/metrics")).text()
     assert 'notifier_events_total{category="web",outcome="folded"}' in metrics

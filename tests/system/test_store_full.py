@@ -6,12 +6,11 @@ and the gateway answers again by itself once there is room."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
 import redis
-from helpers import RedisServer
+from helpers import RedisServer, until
 from slack_standin import TOKEN
 
 from notifier.http.app import create_app
@@ -35,13 +34,6 @@ def fill(client: redis.Redis) -> None:
         if abs(used - before) < 50_000:
             break
     client.config_set("maxmemory", str(used - 200_000))
-
-
-async def until(predicate, timeout: float = 20.0, what: str = "it") -> None:
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def test_a_full_store_answers_store_full_writes_nothing_and_recovers(store, slack, aiohttp_client):
@@ -69,15 +61,15 @@ async def test_a_full_store_answers_store_full_writes_nothing_and_recovers(store
     assert (await gateway.get("/healthz")).status == 200  # the process still serves
     assert _written(client) == written
     assert (await (await gateway.get("/v1/limits")).json())["overrides"] == {}  # reads still answer
-    await until(lambda: _delivered(slack, "before-2"), what="delivery of what was admitted before, store full")
+    await until(lambda: _delivered(slack, "before-2"), 20, what="delivery of what was admitted before, store full")
     memory = client.info("memory")
     assert memory["used_memory"] > int(client.config_get("maxmemory")["maxmemory"]), (memory, client.keys("*"))
 
     client.delete("ballast")  # room again: no restart, no setting changed
-    await until(lambda: _ready(gateway), what="/readyz to answer 200 again")
+    await until(lambda: _ready(gateway), 20, what="/readyz to answer 200 again")
     after = await gateway.post("/v1/events", json={"category": "db", "text": "after-1"})
     assert after.status == 202
-    await until(lambda: _delivered(slack, "after-1"), what="delivery after the store had room again")
+    await until(lambda: _delivered(slack, "after-1"), 20, what="delivery after the store had room again")
     assert slack.refusals == []
 
 
