@@ -14,8 +14,11 @@ RUN pip install --no-cache-dir . && rm -rf /src
 
 USER 10001:10001
 WORKDIR /
+# One gateway process per container: an orchestrator scales by containers (pods), each with its own
+# CPU share. On a host of its own, NOTIFIER_WORKERS=auto runs one per CPU (docs/operations/workers.md).
 ENV NOTIFIER_HOST=0.0.0.0 \
     NOTIFIER_PORT=8080 \
+    NOTIFIER_WORKERS=1 \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1
 EXPOSE 8080

@@ -4,32 +4,44 @@
                                            test extra are installed, e.g. .venv-test/bin/python)
 
 Writes ``first-event.txt`` (a first event: curl's answer and the gateway's line), ``console.png``
-(the console of a gateway with a tree, reserves, a mute, a window and open alerts),
+(the console of a gateway with a tree, reserves, the last hour per minute, a mute, a window, open
+alerts, one acknowledged from Slack by a user shown by name, and the audit log),
 ``slack-message.png`` (an alert's message after a repeat and its resolution, with its thread) and
 ``status.txt`` (what ``notifier status`` printed for that gateway) and ``docs-site.png`` (a page of
 these docs as ``mkdocs serve`` serves them, styled by the theme). The message is the Block Kit
 JSON the gateway sent to the Slack stand-in, drawn by ``slack-message.html`` in the manner of
 Slack's client: its words, fields and buttons are the message's own, the look an approximation.
+
+The gateway runs on a redis-server of its own. The hour before the picture is written into it as
+the gateway records minutes (``lua/history.lua``: the counters at the start of each minute), from
+a made-up day of traffic with an incident; the current minute is the gateway's own counting of the
+events sent here.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import math
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-from helpers import Gateway, free_port, http, need, wait_for  # noqa: E402  (tests/support is on the path now)
+import redis  # noqa: E402
+from helpers import Gateway, RedisServer, free_port, http, need, wait_for  # noqa: E402  (tests/support is on the path now)
 from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
-from slack_standin import TOKEN, SlackStandin  # noqa: E402
+from slack_standin import TOKEN, SlackStandin, block_actions_payload, signed_action_request  # noqa: E402
+
+from notifier.store.history import KEEP_MS, MINUTE_MS  # noqa: E402
+from notifier.store.keys import Keys  # noqa: E402
 
 BROWSER_ARGS = [  # nothing but the pages asks the network: no updates, sync or QUIC of chromium's own
     "--headless",
@@ -79,6 +91,9 @@ EMOJI = {
     "white_check_mark": ("\u2713", "#2eb67d"),
     "construction": ("\u2692", "#ecb22e"),
 }
+SIGNING_SECRET = "signing-secret-of-the-pictures"
+ONCALL = ("U07ONCALL42", "Dana Kim")  # the Slack user who acknowledges the disk alert
+KEYS = Keys("notifier")  # the gateway's default prefix
 
 
 def first_event(folder: Path) -> None:
@@ -99,15 +114,35 @@ def first_event(folder: Path) -> None:
     )
 
 
-def fleet_gateway(slack: SlackStandin, work: Path) -> Gateway:
+def last_hour(store: redis.Redis) -> None:
+    """The records of the hour before this minute, as the gateway writes them, and the counters now."""
+    seconds, _ = store.time()
+    if seconds % 60 > 45:  # the gateway records the current minute soon after it starts: not the next
+        time.sleep(61 - seconds % 60)
+        seconds, _ = store.time()
+    current = seconds // 60
+    totals = {"accepted": 5210, "dropped": 430}
+    for ago in range(59, 0, -1):
+        minute = current - ago
+        store.hset(KEYS.history(minute), mapping={"@at": minute * MINUTE_MS + 250, **totals})
+        store.pexpire(KEYS.history(minute), KEEP_MS)
+        incident = 24 <= ago <= 32  # a storm: the limits drop what the channel could not take
+        admitted = 22 + round(9 * math.sin(ago / 6)) + (48 if incident else 0) - (ago % 5)
+        dropped = (35 + 7 * (ago % 3) if incident else 0) + (2 if ago % 11 == 0 else 0)
+        totals = {"accepted": totals["accepted"] + admitted, "dropped": totals["dropped"] + dropped}
+    store.hset(KEYS.stats, mapping=totals)
+
+
+def fleet_gateway(slack: SlackStandin, work: Path, redis_url: str) -> Gateway:
     """A gateway with a four-level tree, a critical reserve and Slack controls, posting to the stand-in."""
     (work / "notifier.yaml").write_text(TREE)
     env = {
+        "NOTIFIER_REDIS_URL": redis_url,
         "NOTIFIER_CONFIG": str(work / "notifier.yaml"),
         "NOTIFIER_SLACK_BOT_TOKEN": TOKEN,
         "NOTIFIER_SLACK_API_URL": slack.api_url,
         "NOTIFIER_SLACK_CHANNEL": "#alerts",
-        "NOTIFIER_SLACK_SIGNING_SECRET": "signing-secret-of-the-pictures",
+        "NOTIFIER_SLACK_SIGNING_SECRET": SIGNING_SECRET,
         "NOTIFIER_DIGEST_INTERVAL": "0",
     }
     return Gateway(env, log_dir=str(work)).start()
@@ -126,8 +161,24 @@ def traffic(gateway: Gateway, slack: SlackStandin) -> str:
     http("PUT", gateway.url + "/v1/limits/category/debug", {"rules": "0/1h", "for": "2h"})
     window = {"for": "2h", "categories": ["billing"], "note": "upgrading PostgreSQL"}
     http("PUT", gateway.url + "/v1/windows/pg-17", window)
+    acknowledge_in_slack(gateway, slack)
     wait_for(lambda: any("Resolved" in e.text for e in slack.message(ts).edits) and slack.replies(ts), 20)
     return str(ts)
+
+
+def acknowledge_in_slack(gateway: Gateway, slack: SlackStandin) -> None:
+    """The on-call engineer clicks Acknowledge on the disk alert's message, as Slack sends the click."""
+    disk = wait_for(lambda: next((m for m in slack.received() if "disk 95%" in m.text and m.ts), None), 10)
+    slack.directory.add_user(ONCALL[0], ONCALL[1].split()[0].lower(), ONCALL[1])
+    message = slack.message_json(disk.ts)
+    payload = block_actions_payload("ack", _button(message, "ack"), ONCALL[0], disk.channel_id, disk.ts, message)
+    body, headers = signed_action_request(SIGNING_SECRET, payload)
+    assert http("POST", gateway.url + "/v1/slack/actions", body, headers)[0] == 200
+
+
+def _button(message: dict[str, Any], action_id: str) -> str:
+    actions = [b for b in message.get("blocks") or [] if b.get("type") == "actions"]
+    return str(next(e["value"] for b in actions for e in b["elements"] if e.get("action_id") == action_id))
 
 
 def status(gateway: Gateway, folder: Path) -> None:
@@ -210,6 +261,8 @@ def console_picture(page: Page, gateway: Gateway, folder: Path) -> None:
     page.goto(gateway.url + "/")
     # A locator, not wait_for_function: the console's CSP forbids the eval its polling would need.
     expect(page.locator("#status")).to_contain_text("Live", timeout=20_000)
+    expect(page.locator("#history-chart canvas")).to_be_visible()
+    expect(page.locator("#alerts")).to_contain_text(f"Acknowledged by dana ({ONCALL[0]})")  # asked of Slack
     page.wait_for_timeout(2500)
     page.screenshot(path=str(folder / "console.png"), full_page=True)
 
@@ -248,11 +301,15 @@ def main(folder: Path) -> None:
     """Make every picture into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     first_event(folder)
-    slack = SlackStandin().start()
+    slack, server = SlackStandin().start(), RedisServer().start()
     with tempfile.TemporaryDirectory(prefix="notifier-pictures-") as work, sync_playwright() as playwright:
-        gateway = fleet_gateway(slack, Path(work))
+        store = redis.Redis.from_url(server.url)
+        last_hour(store)
+        gateway = fleet_gateway(slack, Path(work), server.url)
         browser = playwright.chromium.launch(executable_path=need("chromium"), args=BROWSER_ARGS)
         try:
+            seconds, _ = store.time()
+            wait_for(lambda: store.exists(KEYS.history(seconds // 60)), 10, what="the minute recorded")
             ts = traffic(gateway, slack)
             status(gateway, folder)
             page = browser.new_page(viewport={"width": 1100, "height": 800})
@@ -263,6 +320,8 @@ def main(folder: Path) -> None:
             browser.close()
             gateway.stop()
             slack.stop()
+            store.close()
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -46,7 +46,8 @@ def cli_markdown() -> str:
             raise MissingDescription(f"notifier {name} has no help in notifier/cli.py")
         table.append(f"| [`notifier {name}`](#notifier-{name}) | {help_text} |")
         usage = " ".join(sub.format_usage().removeprefix("usage: ").split())
-        arguments = [a for a in sub._actions if not isinstance(a, argparse._HelpAction)]
+        # An argument with its help suppressed is not the user's (``serve --worker-of``: set by the parent).
+        arguments = [a for a in sub._actions if not isinstance(a, argparse._HelpAction) and a.help != argparse.SUPPRESS]
         rows = ["| argument | meaning |", "|---|---|", *(_argument(name, a) for a in arguments)]
         entries.append(
             "\n".join(

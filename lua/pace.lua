@@ -1,25 +1,39 @@
--- pace.lua: leaky bucket per Slack channel; hands the caller the next free send slot.
+-- pace.lua: the send slots of one channel (or edit budget), shared by the fleet; hands out the next one.
 --
--- The slot is the later of: now, the channel's last slot plus the spacing, and
--- the end of any Slack cooldown (429 Retry-After) another replica recorded.
+-- The channel's last sends are a list of their slots, newest first. Under each rule
+-- COUNT/WINDOW the next slot is no earlier than the COUNT-th last slot plus the
+-- window (widened by the caller's margin): a sliding log, so a burst of COUNT goes
+-- at once and every window holds at most COUNT. The slot is also no earlier than
+-- now, nor than the end of a cooldown (a 429's Retry-After) another replica recorded.
 -- Every replica calls this before each send, so together they keep the pace.
 --
--- KEYS[1] last slot of the channel (string, time in us)
--- KEYS[2] cooldown of the channel, KEYS[3] cooldown of the whole workspace
+-- KEYS[1] the channel's last slots (list of times in us, newest first)
+-- KEYS[2] cooldown of the channel, KEYS[3] cooldown of its whole destination
 --         (strings whose TTL is the time left)
--- ARGV[1] spacing between two messages of the channel, in us (the worker makes it
---         a little wider than the configured rate, see SPACING_MARGIN)
+-- KEYS[4], KEYS[5] (optional) the slots and cooldown of the same channel under its other
+--         name (a Slack channel's name, once its id is known): replicas that do not know the
+--         id yet pace under the name, so the id's slots keep clear of those too
+-- ARGV    pairs COUNT, WINDOW_US: the rules, each window already widened by the caller
 --
 -- Returns the time to wait before sending, in us.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local spacing = tonumber(ARGV[1])
 
-local slot = math.max(now, tonumber(redis.call('GET', KEYS[1]) or '0') + spacing)
-for i = 2, 3 do
-  local left = redis.call('PTTL', KEYS[i])
+local slot, longest, keep = now, 0, 1
+for i = 1, #ARGV, 2 do
+  local count, window = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  for _, key in ipairs({KEYS[1], KEYS[4]}) do
+    local before = redis.call('LINDEX', key, count - 1)
+    if before then slot = math.max(slot, tonumber(before) + window) end
+  end
+  longest, keep = math.max(longest, window), math.max(keep, count)
+end
+for _, i in ipairs({2, 3, 5}) do
+  local left = KEYS[i] and redis.call('PTTL', KEYS[i]) or 0
   if left > 0 then slot = math.max(slot, now + left * 1000) end
 end
-redis.call('SET', KEYS[1], string.format('%.0f', slot), 'PX', math.ceil((slot - now + spacing) / 1000) + 1000)
+redis.call('LPUSH', KEYS[1], string.format('%.0f', slot))
+redis.call('LTRIM', KEYS[1], 0, keep - 1)
+redis.call('PEXPIRE', KEYS[1], math.ceil((slot - now + longest) / 1000) + 1000)
 return slot - now

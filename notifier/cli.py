@@ -13,12 +13,11 @@ import argparse
 import asyncio
 import json
 import logging
-import socket
 import sys
 from collections.abc import Callable
 from typing import TypeAlias
 
-from . import terminal
+from . import terminal, workers
 from .config import EMPTY, Config, load_config
 from .errors import ConfigError, SettingsError, TemplateError
 from .explain import explain_route, render_entry, summary
@@ -35,8 +34,9 @@ BUILDER = "https://app.slack.com/block-kit-builder"
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
+    given = {"workers": args.workers} if getattr(args, "workers", None) is not None else {}
     try:
-        settings = load_settings(args.env_file)
+        settings = load_settings(args.env_file, **given)
     except SettingsError as exc:
         return _fail(str(exc))
     for warning in unknown_variables(args.env_file):
@@ -67,6 +67,14 @@ def _local_parsers(commands: Subparsers) -> list[argparse.ArgumentParser]:
     """The commands that run here: serve, check-config, route, render."""
     serve = commands.add_parser("serve", help="run the gateway")
     serve.add_argument("--config", metavar="FILE", help="the configuration file (default: NOTIFIER_CONFIG)")
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="N",
+        help="gateway processes sharing the port, each admitting and delivering; auto: one per usable CPU "
+        "(default: NOTIFIER_WORKERS, else 1)",
+    )
+    serve.add_argument("--worker-of", type=int, metavar="PID", help=argparse.SUPPRESS)  # set by the parent
     serve.set_defaults(run=_serve)
     check = commands.add_parser("check-config", help="check a configuration file without starting anything")
     check.add_argument("file", help="the configuration file (YAML)")
@@ -213,7 +221,18 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         config = _config(args.config, settings)
     except ConfigError as exc:
         return _fail_all(exc.problems)
-    return serve_forever(settings, config)
+    if args.config:  # the file a reload reads again
+        settings = settings.model_copy(update={"config": args.config})
+    if settings.workers > 1 and args.worker_of is None:
+        return workers.supervise(settings, args.config, args.env_file)
+    return serve_forever(settings, config, args.worker_of)
+
+
+def _workers(value: str) -> int:
+    try:
+        return workers.parse_workers(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _check_config(args: argparse.Namespace, settings: Settings) -> int:
@@ -302,14 +321,20 @@ def _fail(message: str) -> int:
     return 2
 
 
-def serve_forever(settings: Settings, config: Config = EMPTY) -> int:
-    """Run the gateway until SIGINT/SIGTERM, then shut down gracefully."""
+def serve_forever(settings: Settings, config: Config = EMPTY, worker_of: int | None = None) -> int:
+    """Run the gateway until SIGINT/SIGTERM, then shut down gracefully.
+
+    ``worker_of``: the pid of the parent of ``--workers`` (this process is one of its workers).
+    """
     from aiohttp import web
 
     from .http.app import create_app  # the server's imports are paid only by `serve`
+    from .worker_metrics import share_counts
 
+    if worker_of is not None:
+        workers.bind_to_parent(worker_of)
     try:  # bound before anything starts: a port in use is one line, not a half-started gateway
-        sock = _listen(settings.host, settings.port)
+        sock = workers.listen(settings.host, settings.port, shared=worker_of is not None)
     except OSError as exc:
         return _fail(
             f"cannot listen on {settings.host}:{settings.port} (NOTIFIER_HOST/NOTIFIER_PORT): {exc.strerror or exc}"
@@ -322,9 +347,9 @@ def serve_forever(settings: Settings, config: Config = EMPTY) -> int:
         loop = asyncio.new_event_loop()
     else:
         loop = uvloop.new_event_loop()
-    web.run_app(
-        create_app(settings, config), sock=sock, loop=loop, access_log=None, shutdown_timeout=10, print=log.info
-    )
+    app = create_app(settings, config)
+    share_counts(app)  # with workers: their counts reach /metrics of each
+    web.run_app(app, sock=sock, loop=loop, access_log=None, shutdown_timeout=10, print=log.info)
     return 0
 
 
@@ -336,18 +361,3 @@ def _audit_lines() -> None:
     audit.addHandler(handler)
     audit.setLevel(logging.INFO)  # kept whatever NOTIFIER_LOG_LEVEL quiets: an entry is never a debug line
     audit.propagate = False
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[
-        0
-    ]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(1024)
-    except OSError:
-        sock.close()
-        raise
-    return sock

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator
 from fractions import Fraction
@@ -21,13 +22,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from . import patterns
+from .config_places import key_name, message_of, place_of
+from .destinations.spec import DestinationConfig, resolve_all
 from .errors import ConfigError
 from .rules import Rules, format_share, parse_rules, parse_share
 from .settings import CATEGORY_PATTERN, CATEGORY_RE, ENV_PREFIX, Settings
 from .yaml_file import read_yaml
 
 LEVEL_NAME = r"^[a-z][a-z0-9_]{0,31}$"
-PLAIN_KEYS = ("category", "channel", "source", "severity", "status")
+PLAIN_KEYS = ("category", "channel", "source", "severity", "status", "destination")
 FIELD_PREFIX = "field:"
 SCOPES = ("send", "read", "ack", "admin")
 CRITICAL = "critical"  # the reserve class of events of severity critical
@@ -36,6 +39,7 @@ RESERVED_SOURCES = ("anonymous", "global")  # no token may be named so: they mea
 # Settings that state what a file's ``levels`` or ``routes`` state: one truth in one place.
 TREE_SETTINGS = ("global_limit", "category_limit", "category_limits", "category_reserves", "critical_reserve")
 ROUTE_SETTINGS = ("category_channels",)
+SLACK_SETTINGS = ("slack_bot_token", "slack_webhook_url", "slack_app_token", "slack_signing_secret", "slack_channel")
 # Parts of the schema whose feature is not there yet: refused, never accepted and ignored.
 NOT_YET: dict[str, str] = {}
 
@@ -95,8 +99,9 @@ class LevelConfig(_Part):
     name: str = Field(pattern=LEVEL_NAME)
     """The level's name (1-32 of `a-z 0-9 _`, starting with a letter), as refusals, stats and overrides name it."""
     key: str | None = None
-    """What an event is counted under at this level: `category`, `channel` (after routing), `source`, `severity`,
-    `status` or `field:NAME` (the event's `fields.NAME`, `-` when it has none). None at the root, required below."""
+    """What an event is counted under at this level: `category`, `channel` (after routing), `destination`, `source`,
+    `severity`, `status` or `field:NAME` (the event's `fields.NAME`, `-` when it has none). None at the root, required
+    below."""
     rules: RulesText
     """The rules of each value of the key (at the root: of all events): `COUNT/DURATION`, several separated by
     commas, each of which must hold."""
@@ -112,10 +117,12 @@ class RouteConfig(_Part):
 
     match: dict[str, Annotated[str, BeforeValidator(_text)]] = {}
     """Key -> regular expression, anchored at both ends; every one must match. Keys: `category`, `source`,
-    `severity`, `status`, `channel`, `field:NAME`. Empty: every event. Matched in linear time (Rust's regex
-    syntax: no look-around, no backreferences), as senders choose the values."""
-    channel: str = Field(min_length=1, max_length=200)
-    """The channel the matching events go to."""
+    `severity`, `status`, `channel`, `destination`, `field:NAME`. Empty: every event. Matched in linear time (Rust's
+    regex syntax: no look-around, no backreferences), as senders choose the values."""
+    channel: str | None = Field(None, min_length=1, max_length=200)
+    """The channel the matching events go to; none: the destination's own channel."""
+    destination: str | None = None
+    """The destination (a name in `destinations`) the matching events go to; none: the first destination."""
     template: str | None = None
     """The template (a name in `templates`) that shapes the matching events' messages; none: `default` if there
     is one, else the built-in shape."""
@@ -134,6 +141,8 @@ class TokenConfig(_Part):
     """Where its messages may go: globs, `*` any run of characters, e.g. `["#payments-*"]`."""
     mentions: bool = False
     """Front doors: broadcast mentions (`<!here>` ...) in its messages stay mentions, else they show as text."""
+    destination: str | None = None
+    """Front doors: the destination (a name in `destinations`) its messages go to, unless a route says otherwise."""
     refusal: Annotated[Literal["ok", "429"], BeforeValidator(_text)] = "ok"
     """Front doors: a refused message is answered as a success (`ok`), or with Slack's own `429`."""
 
@@ -162,18 +171,22 @@ class Config(_Part):
     templates: dict[str, TemplateConfig] = {}
     """Template name -> a message shape, picked by a route's `template`; one named `default` shapes every event no
     route gives a template. Checked at start-up: one that does not compile stops it."""
+    destinations: dict[str, DestinationConfig] = {}
+    """Destination name -> where messages go (a Slack workspace, a webhook of a chat); the first is the default.
+    None: one destination, `slack`, from the NOTIFIER_SLACK_* settings."""
 
 
 EMPTY = Config.model_validate({})
 
 # The mappings of the file whose keys are fields, by place ("[]" any index, "*" any key).
-_SHAPES: dict[tuple[str, ...], type[_Part]] = {
+_SHAPES: dict[tuple[str, ...], type[BaseModel]] = {
     (): Config,
     ("levels", "[]"): LevelConfig,
     ("levels", "[]", "values", "*"): ValueLimits,
     ("routes", "[]"): RouteConfig,
     ("tokens", "*"): TokenConfig,
     ("templates", "*"): TemplateConfig,
+    ("destinations", "*"): DestinationConfig,
 }
 
 
@@ -191,7 +204,7 @@ def parse_config(raw: object, where: str = "configuration", settings: Settings |
     try:
         config = Config.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError([f"{where}: {_place(e['loc'])}: {_message(e)}" for e in exc.errors()]) from exc
+        raise ConfigError([f"{where}: {place_of(e['loc'])}: {message_of(e, _SHAPES)}" for e in exc.errors()]) from exc
     problems = [f"{where}: {place}: {message}" for place, message in _problems(config, settings)]
     if problems:
         raise ConfigError(problems)
@@ -206,8 +219,10 @@ def _problems(config: Config, settings: Settings | None) -> Iterator[tuple[str, 
         yield from _level_problems(config.levels)
     yield from _route_problems(config)
     yield from _token_problems(config)
+    yield from _destination_problems(config)
     if settings is not None:
         yield from _setting_problems(config, settings)
+        yield from resolve_all(config.destinations, settings, os.environ)[1]
 
 
 def _level_problems(levels: list[LevelConfig]) -> Iterator[tuple[str, str]]:
@@ -222,14 +237,14 @@ def _level_problems(levels: list[LevelConfig]) -> Iterator[tuple[str, str]]:
         elif index == 0 and level.values:
             yield f"{place}.values", "the root has no key, so no values; give its rules in rules"
         elif index > 0 and level.key is None:
-            yield f"{place}.key", "missing: one of category, channel, source, severity, status or field:NAME"
+            yield f"{place}.key", f"missing: one of {', '.join(PLAIN_KEYS)} or field:NAME"
         elif level.key is not None and not valid_key(level.key):
             yield f"{place}.key", f"{level.key!r} is not one of {', '.join(PLAIN_KEYS)} or field:NAME"
         below = {other.name: other for other in levels[index + 1 :]}
         yield from _reserve_problems(f"{place}.reserves", level.reserves, below)
         for value, limits in level.values.items():
             if limits.reserves is not None:
-                yield from _reserve_problems(f"{place}.values.{_key(value)}.reserves", limits.reserves, below)
+                yield from _reserve_problems(f"{place}.values.{key_name(value)}.reserves", limits.reserves, below)
 
 
 def _reserve_problems(place: str, reserves: Shares, below: dict[str, LevelConfig]) -> Iterator[tuple[str, str]]:
@@ -238,9 +253,9 @@ def _reserve_problems(place: str, reserves: Shares, below: dict[str, LevelConfig
         if name == CRITICAL:
             continue
         if not sep:
-            yield f"{place}.{_key(name)}", "a reserve class is critical or LEVEL=VALUE, e.g. channel=#incidents"
+            yield f"{place}.{key_name(name)}", "a reserve class is critical or LEVEL=VALUE, e.g. channel=#incidents"
         elif level not in below:
-            yield f"{place}.{_key(name)}", f"{level!r} is not a level below this one"
+            yield f"{place}.{key_name(name)}", f"{level!r} is not a level below this one"
     total = sum(reserves.values(), Fraction(0))
     if total > 100:
         yield place, f"reserves add up to {format_share(total)}, more than 100%"
@@ -249,7 +264,7 @@ def _reserve_problems(place: str, reserves: Shares, below: dict[str, LevelConfig
 def _route_problems(config: Config) -> Iterator[tuple[str, str]]:
     for index, route in enumerate(config.routes):
         for key, pattern in route.match.items():
-            place = f"routes[{index}].match.{_key(key)}"
+            place = f"routes[{index}].match.{key_name(key)}"
             if not valid_key(key):
                 yield place, f"{key!r} is not one of {', '.join(PLAIN_KEYS)} or field:NAME"
             if (problem := patterns.problem(pattern)) is not None:
@@ -263,16 +278,29 @@ def _token_problems(config: Config) -> Iterator[tuple[str, str]]:
     for name, token in config.tokens.items():
         if not CATEGORY_RE.fullmatch(name) or name in RESERVED_SOURCES or re.fullmatch(r"env-\d+", name):
             yield (
-                f"tokens.{_key(name)}",
+                f"tokens.{key_name(name)}",
                 "a token's name is 1-64 of A-Z a-z 0-9 _ . : -, not anonymous, global or env-N",
             )
         digest = token.sha256.lower()
         if digest in owners:
-            yield f"tokens.{_key(name)}.sha256", f"the same hash as tokens.{_key(owners[digest])}"
+            yield f"tokens.{key_name(name)}.sha256", f"the same hash as tokens.{key_name(owners[digest])}"
         owners.setdefault(digest, name)
     for name in config.templates:
         if not re.fullmatch(TEMPLATE_NAME, name):
-            yield f"templates.{_key(name)}", "a template's name is 1-64 of A-Z a-z 0-9 _ . -"
+            yield f"templates.{key_name(name)}", "a template's name is 1-64 of A-Z a-z 0-9 _ . -"
+
+
+def _destination_problems(config: Config) -> Iterator[tuple[str, str]]:
+    """Routes and tokens naming a destination there is not; a route with neither channel nor destination."""
+    names = list(config.destinations) or ["slack", "console"]
+    named = [(f"routes[{i}]", r.destination) for i, r in enumerate(config.routes)]
+    named += [(f"tokens.{key_name(name)}", token.destination) for name, token in config.tokens.items()]
+    for place, name in named:
+        if name is not None and name not in names:
+            yield f"{place}.destination", f"no destination {name!r} (known: {', '.join(names)})"
+    for index, route in enumerate(config.routes):
+        if route.channel is None and route.destination is None:
+            yield f"routes[{index}]", "give a channel, a destination or both"
 
 
 def _setting_problems(config: Config, settings: Settings) -> Iterator[tuple[str, str]]:
@@ -284,6 +312,9 @@ def _setting_problems(config: Config, settings: Settings) -> Iterator[tuple[str,
                     "levels",
                     f"{ENV_PREFIX}{name.upper()} is set too: give the tree in one place, the file or the environment",
                 )
+    for name in SLACK_SETTINGS if config.destinations else ():
+        if name in given:
+            yield "destinations", f"{ENV_PREFIX}{name.upper()} is set too: give the destinations in one place, the file"
     if config.routes and ROUTE_SETTINGS[0] in given:
         yield (
             "routes",
@@ -300,63 +331,17 @@ def _categories_named(config: Config) -> Iterator[tuple[str, str]]:
     levels = config.levels or []
     keyed = {level.name for level in levels if level.key == "category"}
     for index, level in enumerate(levels):
-        own = {f"values.{_key(v)}.reserves": limits.reserves or {} for v, limits in level.values.items()}
+        own = {f"values.{key_name(v)}.reserves": limits.reserves or {} for v, limits in level.values.items()}
         for part, reserves in {"reserves": level.reserves, **own}.items():
             for name in reserves:
                 by, sep, value = name.partition("=")
                 if sep and by in keyed:
-                    yield f"levels[{index}].{part}.{_key(name)}", value
+                    yield f"levels[{index}].{part}.{key_name(name)}", value
         if level.key == "category":
-            yield from ((f"levels[{index}].values.{_key(value)}", value) for value in level.values)
+            yield from ((f"levels[{index}].values.{key_name(value)}", value) for value in level.values)
     for index, route in enumerate(config.routes):
         if route.category is not None:
             yield f"routes[{index}].category", route.category
-
-
-def _key(key: object) -> str:
-    """A mapping key as a place name shows it: plain, or quoted when it holds more than a name."""
-    text = str(key)
-    return text if re.fullmatch(r"[A-Za-z0-9_\-]+", text) else json.dumps(text, ensure_ascii=False)  # one line
-
-
-def _place(loc: tuple[int | str, ...]) -> str:
-    """``('levels', 2, 'rules')`` -> ``levels[2].rules``; ``('tokens', 'ci', 'sha256')`` -> ``tokens.ci.sha256``."""
-    place = ""
-    for part in loc:
-        place += f"[{part}]" if isinstance(part, int) else f".{_key(part)}" if place else _key(part)
-    return place or "(top)"
-
-
-_PATTERNS = {  # what a value of each field must look like, for the line about one that does not
-    "name": "a level's name is 1-32 of a-z 0-9 _, starting with a letter",
-    "sha256": "not 64 hex digits: give the SHA-256 of the token, e.g. from `notifier token new`",
-    "category": "a category is 1-64 of A-Z a-z 0-9 _ . : -",
-}
-
-
-def _message(error: Any) -> str:
-    message = str(error["msg"]).removeprefix("Value error, ")
-    if error["type"] == "string_pattern_mismatch" and error["loc"][-1] == "sha256":
-        return _PATTERNS["sha256"]  # not the value: a token pasted here by mistake stays off the console
-    if error["type"] == "string_pattern_mismatch" and error["loc"][-1] in _PATTERNS:
-        return f"{error['input']!r}: {_PATTERNS[error['loc'][-1]]}"
-    if error["type"] == "extra_forbidden":
-        known = _known_keys(error["loc"][:-1])
-        return "unknown key" + (f" (known: {', '.join(known)})" if known else "")
-    if error["type"] == "missing":
-        return "missing"
-    return message
-
-
-def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
-    """The keys the mapping at ``loc`` may have, for the message about one it may not."""
-    for shape, model in _SHAPES.items():
-        if len(shape) == len(loc) and all(
-            s == "*" or ((s == "[]") == isinstance(p, int) and (s == "[]" or s == p))
-            for s, p in zip(shape, loc, strict=True)
-        ):
-            return list(model.model_fields)
-    return []
 
 
 # Settings that do not shape what the gateway decides or sends: where it listens and how it

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from .config import FIELD_PREFIX, Config
+from .destinations.spec import DestinationConfig
 from .models import ANONYMOUS, Event
 from .outbox import EventEntry
 from .policy import Policy
@@ -36,7 +37,23 @@ def summary(policy: Policy, config: Config) -> str:
     ]
     lines += tokens or ["  none (every route is open unless NOTIFIER_API_TOKENS is set)"]
     lines.append("templates: " + (", ".join(config.templates) or "none (the built-in shape)"))
+    lines.append("destinations (the first is the default; secrets are never shown):")
+    lines += [f"  {name}: {_destination(spec)}" for name, spec in config.destinations.items()] or [
+        "  one, from the NOTIFIER_SLACK_* settings"
+    ]
     return "\n".join(lines)
+
+
+def _destination(spec: DestinationConfig) -> str:
+    """``kind slack, channel #alerts, rate 1/1s, bot token from a file``: never a secret's value."""
+    parts = [f"kind {spec.kind}"] + ([f"channel {spec.channel}"] if spec.channel else [])
+    parts += [f"rate {rules_text(spec.rate)}"] if spec.rate else []
+    for name in ("bot_token", "app_token", "signing_secret", "url"):
+        if getattr(spec, f"{name}_file"):
+            parts.append(f"{name.replace('_', ' ')} from a file")
+        elif getattr(spec, name):
+            parts.append(f"{name.replace('_', ' ')} from the environment")
+    return ", ".join(parts)
 
 
 def _level_lines(index: int, level: Level) -> Iterator[str]:
@@ -58,7 +75,8 @@ def _route(route: Route) -> str:
     extras = "".join(
         f", {name} {value}" for name, value in (("template", route.template), ("category", route.category)) if value
     )
-    return f"{match} -> {route.channel}{extras}"
+    where = ":".join(part for part in (route.destination, route.channel) if part)
+    return f"{match} -> {where}{extras}"
 
 
 def _token_extras(channels: tuple[str, ...], mentions: bool) -> str:

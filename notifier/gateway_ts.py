@@ -25,10 +25,9 @@ from typing import Any, NamedTuple
 import orjson
 
 from .admission.batch import SENT_LIFE_US
+from .destinations.base import Message, Posted
 from .outbox import EventEntry
 from .slack.as_sent import as_sent
-from .slack.messages import Message
-from .slack.sinks import Posted
 from .store.client import Store, as_text
 from .store.keys import Keys
 from .store.scripts import Scripts

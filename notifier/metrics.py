@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import bisect
+import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
+from typing import Literal, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
@@ -14,6 +15,8 @@ from prometheus_client.utils import floatToGoString
 from .models import Outcome
 from .routing import Path
 
+# How workers' gauges of the store combine: every worker reads the same thing; the last reading counts.
+STORE: Literal["livemostrecent"] = "livemostrecent"
 OTHER = "(other)"  # the label of categories past the cap: no category can have this name
 ADMISSION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 FIRST_BUCKET = ADMISSION_BUCKETS[0]
@@ -24,6 +27,27 @@ Labels = Iterable[tuple[str, str]]
 CATEGORIES = "(categories)"  # the label set of categories, apart from any level's (no level has this name)
 FOLDED = "folded"  # the outcome label of events summed up in a folded message
 MAX_KEPT = 20_000  # (path, outcome, level) counters kept apart before they are folded into labels
+# The counters of Decisions, name -> (help, labels); workers share them under these names (worker_metrics).
+COUNTED = {
+    "notifier_events": (
+        "Events decided, by category and outcome (accepted, dropped_<level>; shadow_dropped_<level> in shadow mode); "
+        "folded: accepted, then summed up",
+        ("category", "outcome"),
+    ),
+    # A duplicate or a resolution is neither admitted nor dropped: the contract keeps them out of notifier_events.
+    "notifier_duplicates": ("Events answered as duplicates of an admitted one, by category", ("category",)),
+    "notifier_resolved": ("Resolutions of admitted alerts (no limit spent), by category", ("category",)),
+    "notifier_level_events": (
+        "Events decided, by level of the tree below the root, the event's value there, and outcome",
+        ("level", "value", "outcome"),
+    ),
+    "notifier_class_events": (
+        "Events decided, by class of the root level (a reserve's value, critical, or none) and outcome",
+        ("class", "outcome"),
+    ),
+}
+APART = {Outcome.DUPLICATE.value: "notifier_duplicates", Outcome.RESOLVED.value: "notifier_resolved"}
+ADMISSION_HELP = "Time to decide one event"
 
 
 class Decisions(Collector):
@@ -104,49 +128,33 @@ class Decisions(Collector):
                 _add(folded["classes"], (self.classes[index - 1] if index else "none", label), n)
         self.events.clear()
 
-    def collect(self) -> Iterator[Metric]:
+    def samples(self) -> Iterator[tuple[str, tuple[str, ...], int]]:
+        """Every count so far: (counter of ``COUNTED``, its labels, count)."""
         self._fold()
         folded = self._folded
-        events = CounterMetricFamily(
-            "notifier_events",
-            "Events decided, by category and outcome "
-            "(accepted, dropped_<level>; shadow_dropped_<level> in shadow mode); folded: accepted, then summed up",
-            labels=["category", "outcome"],
-        )
-        # A duplicate or a resolution is neither admitted nor dropped: the contract keeps them
-        # out of notifier_events.
-        apart = {
-            Outcome.DUPLICATE.value: CounterMetricFamily(
-                "notifier_duplicates",
-                "Events answered as duplicates of an admitted one, by category",
-                labels=["category"],
-            ),
-            Outcome.RESOLVED.value: CounterMetricFamily(
-                "notifier_resolved", "Resolutions of admitted alerts (no limit spent), by category", labels=["category"]
-            ),
-        }
         for (category, outcome, level), count in sorted(folded["events"].items()):
-            if outcome in apart:
-                apart[outcome].add_metric([category], count)
+            if outcome in APART:
+                yield APART[outcome], (category,), count
             else:
-                events.add_metric([category, outcome_label(Outcome(outcome), level)], count)
+                yield "notifier_events", (category, outcome_label(Outcome(outcome), level)), count
         for category, count in sorted(self.folded.items()):  # admitted, then summed up after an outage
-            events.add_metric([category, FOLDED], count)
-        levels = CounterMetricFamily(
-            "notifier_level_events",
-            "Events decided, by level of the tree below the root, the event's value there, and outcome",
-            labels=["level", "value", "outcome"],
-        )
-        for labels, count in sorted(folded["levels"].items()):
-            levels.add_metric(list(labels), count)
-        classes = CounterMetricFamily(
-            "notifier_class_events",
-            "Events decided, by class of the root level (a reserve's value, critical, or none) and outcome",
-            labels=["class", "outcome"],
-        )
-        for labels, count in sorted(folded["classes"].items()):
-            classes.add_metric(list(labels), count)
-        yield from (events, *apart.values(), levels, classes)
+            yield "notifier_events", (category, FOLDED), count
+        yield from (("notifier_level_events", labels, n) for labels, n in sorted(folded["levels"].items()))
+        yield from (("notifier_class_events", labels, n) for labels, n in sorted(folded["classes"].items()))
+
+    def reset(self) -> None:
+        """Forget every count (a worker has just shared them); the labels named stay named."""
+        self._fold()
+        for counts in self._folded.values():
+            counts.clear()
+        self.folded.clear()
+        self.buckets, self.seconds = [0] * len(self.buckets), 0.0
+
+    def collect(self) -> Iterator[Metric]:
+        families = {name: CounterMetricFamily(name, text, labels=labels) for name, (text, labels) in COUNTED.items()}
+        for name, labels, count in self.samples():
+            families[name].add_metric(list(labels), count)
+        yield from families.values()
         yield self._histogram()
 
     def _histogram(self) -> Metric:
@@ -155,7 +163,7 @@ class Decisions(Collector):
             total += count
             cumulative.append((bound, total))
         return HistogramMetricFamily(
-            "notifier_admission_seconds", "Time to decide one event", buckets=cumulative, sum_value=self.seconds
+            "notifier_admission_seconds", ADMISSION_HELP, buckets=cumulative, sum_value=self.seconds
         )
 
 
@@ -164,21 +172,41 @@ def _add(counts: Counts, key: tuple[str, ...], n: int) -> None:
 
 
 class Metrics:
-    """Every metric the gateway exports on ``/metrics``."""
+    """Every metric the gateway exports on ``/metrics``; with workers, of them all (``worker_metrics``)."""
 
     def __init__(self, max_categories: int | None = None, config: str = "") -> None:
         """``config``: the SHA-256 of the configuration this replica runs (``config.fingerprint``)."""
-        self.registry = r = CollectorRegistry()
+        self.registry = r = CollectorRegistry()  # where the metrics are made
+        # With workers (PROMETHEUS_MULTIPROC_DIR), prometheus_client writes every value in that folder,
+        # /metrics shows what they all wrote, and each gauge says how their values combine.
+        self.shared = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self.scraped = CollectorRegistry() if self.shared else r  # what /metrics shows
+        if self.shared:
+            multiprocess.MultiProcessCollector(self.scraped)  # type: ignore[no-untyped-call]
+        self.before_scrape: Callable[[], None] = lambda: None
         self.config = config
         self.decisions = Decisions(r, max_categories)
-        info = Gauge("notifier_config_info", "The configuration this replica runs: its SHA-256", ["config"], registry=r)
+        info = Gauge(
+            "notifier_config_info",
+            "The configuration this replica runs: its SHA-256",
+            ["config"],
+            registry=r,
+            multiprocess_mode="livemax",  # 1 for each configuration a running worker runs
+        )
         info.labels(config).set(1)
+        self._info = info
+        self.reload_failures = Counter(
+            "notifier_config_reload_failures",
+            "Reloads of the configuration file that found problems (the replica kept what it ran)",
+            registry=r,
+        )
         self.rejected = Counter(
             "notifier_requests_rejected", "Requests refused before any decision, by HTTP status", ["status"], registry=r
         )
         self._delivery_metrics(r)
         self._level_metrics(r)
         self._edit_metrics(r)
+        self.socket_mode_open: Callable[[], bool] = lambda: False
         self._store_failures: Callable[[], int] = lambda: 0
         self._store_failovers: Callable[[], int] = lambda: 0
         r.register(
@@ -192,6 +220,15 @@ class Metrics:
             )
         )
         self._replication_metrics(r)
+
+    def exposition(self) -> bytes:
+        """What ``/metrics`` answers: Prometheus text."""
+        self.before_scrape()
+        return generate_latest(self.scraped)
+
+    def store_counts(self) -> tuple[int, int]:
+        """Failed calls to the store and failovers so far, as the store client counted them."""
+        return self._store_failures(), self._store_failovers()
 
     def _replication_metrics(self, r: CollectorRegistry) -> None:
         self.not_replicated = Counter(
@@ -230,13 +267,23 @@ class Metrics:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
         )
         self.outbox_pending = Gauge(
-            "notifier_outbox_pending", "Outbox entries claimed but not yet delivered", registry=r
+            "notifier_outbox_pending",
+            "Outbox entries claimed but not yet delivered",
+            registry=r,
+            multiprocess_mode=STORE,
         )
-        self.outbox_length = Gauge("notifier_outbox_length", "Entries in the outbox stream", registry=r)
+        self.outbox_length = Gauge(
+            "notifier_outbox_length", "Entries in the outbox stream", registry=r, multiprocess_mode=STORE
+        )
         self.oldest_pending_seconds = Gauge(
-            "notifier_outbox_oldest_pending_seconds", "Age of the oldest undelivered outbox entry", registry=r
+            "notifier_outbox_oldest_pending_seconds",
+            "Age of the oldest undelivered outbox entry",
+            registry=r,
+            multiprocess_mode=STORE,
         )
-        self.dead_letters = Gauge("notifier_dead_letters", "Entries in the dead-letter stream", registry=r)
+        self.dead_letters = Gauge(
+            "notifier_dead_letters", "Entries in the dead-letter stream", registry=r, multiprocess_mode=STORE
+        )
         self.digests = Counter("notifier_digests", "Digests of suppressed events claimed by this replica", registry=r)
         self.replies = Counter(
             "notifier_replies", "Resolutions posted (in their alert's thread where the sink can)", registry=r
@@ -254,6 +301,7 @@ class Metrics:
             "Events in the window of each global rule (used) and its count (limit)",
             ["rule", "state"],
             registry=r,
+            multiprocess_mode=STORE,
         )
         self.shared_slots = Gauge(
             "notifier_shared_slots",
@@ -261,12 +309,14 @@ class Metrics:
             "slots, and used (admissions beyond what the reserves cover)",
             ["rule", "state"],
             registry=r,
+            multiprocess_mode=STORE,
         )
         self.reserved_slots = Gauge(
             "notifier_reserved_slots",
             "Reserved slots of each class under each global rule: slots, and used",
             ["rule", "class", "state"],
             registry=r,
+            multiprocess_mode=STORE,
         )
         self.overrides = Counter(
             "notifier_override_changes",
@@ -278,8 +328,10 @@ class Metrics:
     def _edit_metrics(self, r: CollectorRegistry) -> None:
         self.socket_mode_connected = Gauge(
             "notifier_socket_mode_connected",
-            "1 while this replica's Socket Mode connection to Slack is open (NOTIFIER_SLACK_APP_TOKEN), else 0",
+            "1 while this replica's Socket Mode connection to Slack is open (NOTIFIER_SLACK_APP_TOKEN), else 0; "
+            "with workers, how many of theirs are open (one each)",
             registry=r,
+            multiprocess_mode="livesum",
         )
         self.edits = Counter(
             "notifier_edits",
@@ -294,8 +346,17 @@ class Metrics:
             buckets=(0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300),
         )
 
+    def running(self, config: str) -> None:
+        """The replica runs the configuration whose SHA-256 is ``config`` now (a reload)."""
+        if config != self.config:
+            self._info.labels(self.config).set(0)  # (a worker's file keeps the label: 0, not gone)
+            self._info.remove(self.config)
+            self._info.labels(config).set(1)
+            self.config = config
+
     def watch_socket_mode(self, connected: Callable[[], bool]) -> None:
         """Export whether this replica's Socket Mode connection is open (0 without one)."""
+        self.socket_mode_open = connected  # a worker writes it down before each scrape (worker_metrics)
         self.socket_mode_connected.set_function(lambda: 1.0 if connected() else 0.0)
 
     def watch_store(self, store: _HasFailures) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from .config import EMPTY, Config
 from .models import Facts
-from .routing import DEFAULT_TEMPLATE, Path, Router, routes_from
+from .routing import DEFAULT_TEMPLATE, Path, Places, Router, routes_from
 from .rules import Rules, longest_ms
 from .settings import GLOBAL as GLOBAL  # the root's name without a file, re-exported: policy speaks of levels
 from .settings import Settings
@@ -66,6 +66,19 @@ class Override:
         return (self.level, self.value)
 
 
+def places_from(config: Config, settings: Settings) -> Places:
+    """The destinations' default channels (the file's, else the one of NOTIFIER_SLACK_CHANNEL)."""
+    specs = config.destinations
+    if specs:
+        channels = {name: (spec.channel or name) if spec.kind == "slack" else name for name, spec in specs.items()}
+    else:
+        creds = settings.slack_bot_token or settings.slack_webhook_url
+        channels = {"slack" if creds else "console": settings.slack_channel or "default"}
+    one_channel = frozenset(name for name, spec in specs.items() if spec.kind != "slack")
+    bound = {name: t.destination for name, t in config.tokens.items() if t.destination in channels}
+    return Places(channels, one_channel, bound)
+
+
 @dataclass(frozen=True)
 class Policy:
     """One snapshot of the tree the gateway enforces."""
@@ -87,7 +100,7 @@ class Policy:
         routes = routes_from(config, settings.category_channels)
         return cls(
             tree=tree,
-            router=Router(tree, routes, settings.slack_channel or "default", default_template),
+            router=Router(tree, routes, places_from(config, settings), default_template),
             categories=None if settings.categories is None else frozenset(settings.categories),
             quiet=dict(settings.quiet_hours),
             hold_bypass=frozenset(settings.hold_bypass),
@@ -134,8 +147,11 @@ class Policy:
 
     def channel_for(self, category: str) -> str:
         """The channel events of ``category`` go to when nothing else about them decides it."""
-        route = self.router.match({"category": category, "severity": "info", "status": "firing"})
-        return route.channel if route else self.router.default_channel
+        default = self.router.places.default
+        route = self.router.match(
+            {"category": category, "severity": "info", "status": "firing", "destination": default}
+        )
+        return self.router.channel_of(route)
 
     def mute_target(self, category: str) -> Target | None:
         """What a message's mute control mutes: its category at the level named ``category``, else at

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .config import FIELD_PREFIX, Config
 from .models import Facts
@@ -34,12 +34,47 @@ class Route:
     """One route: what it matches (key, anchored pattern), where it sends, how it shapes."""
 
     match: tuple[tuple[str, Pattern], ...]
-    channel: str
+    channel: str | None
     template: str | None = None
     category: str | None = None
+    destination: str | None = None
 
     def matches(self, values: Mapping[str, str]) -> bool:
         return all(pattern.fullmatch(values.get(key, "")) for key, pattern in self.match)
+
+
+@dataclass(frozen=True)
+class Places:
+    """Where events can go: each destination's default channel, in order (the first is the default).
+
+    With more than one destination a channel value names its destination,
+    ``acme:#alerts``; a webhook's name stands for its one channel. With one, a
+    channel value is the bare channel, as before destinations.
+    """
+
+    channels: Mapping[str, str]  # destination -> its default channel
+    one_channel: frozenset[str] = frozenset()  # webhooks: the chat fixes the channel
+    by_token: Mapping[str, str] = field(default_factory=dict)  # a token's name -> the destination it is bound to
+
+    @property
+    def default(self) -> str:
+        return next(iter(self.channels))
+
+    @property
+    def named(self) -> bool:
+        """True when channel values carry their destination's name."""
+        return len(self.channels) > 1
+
+    def value(self, destination: str, channel: str) -> str:
+        """The channel value of ``channel`` at ``destination``: limits, stats and globs see this."""
+        if not self.named:
+            return channel
+        return destination if destination in self.one_channel else f"{destination}:{channel}"
+
+
+def single(channel: str) -> Places:
+    """The places of a gateway with one destination whose default channel is ``channel``."""
+    return Places({"": channel})
 
 
 Cell = tuple[int, str, int]  # (level index, value, class): one bucket of one class, as the limiter knows it
@@ -67,9 +102,9 @@ class Path:
 class Router:
     """Routes and the tree's keys: the path of any event, remembered per kind of event."""
 
-    def __init__(self, tree: Tree, routes: Sequence[Route], default_channel: str, default_template: str | None) -> None:
-        self.tree, self.routes = tree, tuple(routes)
-        self.default_channel, self.default_template = default_channel, default_template
+    def __init__(self, tree: Tree, routes: Sequence[Route], places: Places, default_template: str | None) -> None:
+        self.tree, self.routes, self.places = tree, tuple(routes), places
+        self.default_template = default_template
         keys = [level.key for level in tree if level.key] + [key for route in routes for key, _ in route.match]
         self._fields = tuple(dict.fromkeys(k.removeprefix(FIELD_PREFIX) for k in keys if k.startswith(FIELD_PREFIX)))
         self._paths: dict[tuple[object, ...], Path] = {}
@@ -89,14 +124,38 @@ class Router:
             path = self._paths[kind] = self._route(event, source, channel)
         return path
 
+    @property
+    def default_channel(self) -> str:
+        """The channel value of events nothing else sends anywhere."""
+        places = self.places
+        return places.value(places.default, places.channels[places.default])
+
+    def channel_of(self, route: Route | None, channel: str | None = None, destination: str | None = None) -> str:
+        """The channel value an event goes to: the one it names, else the route's, else its destination's own."""
+        places = self.places
+        destination = destination or (route.destination if route and route.destination else places.default)
+        bare = channel or (route.channel if route and route.channel else places.channels[destination])
+        return places.value(destination, bare)
+
+    def door_route(self, source: str, channel: str) -> Route | None:
+        """The route of a front-door message from ``source`` naming ``channel``, before it is an event
+        (its category comes of it): matched on the channel value and destination, as an event's are."""
+        places = self.places
+        first = places.by_token.get(source, places.default)
+        named = places.value(first, channel) if channel else ""
+        return self.match({"source": source, "channel": named, "destination": first})
+
     def match(self, values: Mapping[str, str]) -> Route | None:
         """The first route whose every pattern matches ``values`` (key -> value)."""
         return next((route for route in self.routes if route.matches(values)), None)
 
     def _route(self, event: Facts, source: str, channel: str | None) -> Path:
-        values = self._values(event, source, channel or "")
+        places = self.places
+        first = places.by_token.get(source, places.default)
+        values = self._values(event, source, places.value(first, channel) if channel else "", first)
         route = self.match(values)
-        values["channel"] = channel or (route.channel if route else self.default_channel)
+        destination = route.destination if route and route.destination else first
+        values["channel"], values["destination"] = self.channel_of(route, channel, destination), destination
         template = route.template if route and route.template else self.default_template
         per_level = tuple(values[level.key] if level.key else "" for level in self.tree)
         named = {level.name: value for level, value in zip(self.tree, per_level, strict=True)}
@@ -106,13 +165,14 @@ class Router:
         )
         return Path(values["channel"], template, event.category, per_level, classes)
 
-    def _values(self, event: Facts, source: str, channel: str) -> dict[str, str]:
+    def _values(self, event: Facts, source: str, channel: str, destination: str) -> dict[str, str]:
         values = {
             "category": event.category,
             "source": source,
             "severity": event.severity,
             "status": event.status,
             "channel": channel,
+            "destination": destination,
         }
         for name in self._fields:
             values[FIELD_PREFIX + name] = event.fields.get(name, NO_VALUE)
@@ -128,6 +188,7 @@ def routes_from(config: Config, category_channels: Mapping[str, str]) -> list[Ro
                 route.channel,
                 route.template,
                 route.category,
+                route.destination,
             )
             for route in config.routes
         ]

@@ -45,11 +45,12 @@ def read_secret_files(prefix: str, given: Mapping[str, str]) -> dict[str, str]:
             continue
         if given.get(variable):
             raise SettingsError(f"invalid setting {variable}: give {variable} or {variable}{SUFFIX}, not both")
-        values[name] = _read(variable + SUFFIX, path)
+        values[name] = read_secret(variable + SUFFIX, path)
     return values
 
 
-def _read(variable: str, path: str) -> str:
+def read_secret(variable: str, path: str) -> str:
+    """The content of the secret file at ``path`` (one trailing newline dropped); ``variable`` names it in errors."""
     try:
         raw = Path(path).read_bytes()[: MAX_SECRET + 1]
     except OSError as exc:

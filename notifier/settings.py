@@ -24,6 +24,7 @@ from .escalation import Step, parse_escalation
 from .rules import Rules, parse_duration_ms, parse_rules, parse_share
 from .secret_files import file_variables, read_secret_files
 from .windows import QuietWindow, parse_quiet_hours
+from .workers import parse_workers
 
 ENV_PREFIX = "NOTIFIER_"
 CATEGORY_PATTERN = r"^[A-Za-z0-9_.:\-]{1,64}$"
@@ -233,6 +234,10 @@ class Settings(BaseSettings):
     process, its counts divided by NOTIFIER_REPLICAS."""
     replicas: int = Field(1, ge=1)
     """How many replicas share the limits, for the local limiter of `fail_open`."""
+    workers: Annotated[int, NoDecode, BeforeValidator(parse_workers)] = 1
+    """Gateway processes on this replica's port, each admitting and delivering (`notifier serve --workers N` is the
+    same); `auto`: one per CPU the process may use. With `fail_open`, each worker's local limiter holds its share
+    (NOTIFIER_REPLICAS x NOTIFIER_WORKERS). Kubernetes scales by pods: leave it at 1 there."""
     audit_retention: DurationMs = Field(90 * 86_400_000, gt=0)
     """How long the audit log keeps an entry (every change: overrides, windows, acknowledgements, requeues)."""
     audit_max_entries: int = Field(100_000, ge=1)
@@ -309,6 +314,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"{ENV_PREFIX}REDIS_MIN_REPLICAS: the embedded store has no replicas; "
                 f"it must be 0 unless {ENV_PREFIX}REDIS_URL or {ENV_PREFIX}REDIS_SENTINELS is set"
+            )
+        if self.workers > 1 and not (self.redis_url or self.redis_sentinels):
+            raise ValueError(
+                f"{ENV_PREFIX}WORKERS: the embedded store lives in one process; with {self.workers} workers "
+                f"set {ENV_PREFIX}REDIS_URL or {ENV_PREFIX}REDIS_SENTINELS"
             )
         return self
 

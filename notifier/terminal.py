@@ -132,7 +132,20 @@ def render(limits: dict[str, Any], stats: dict[str, Any], now: float | None = No
         f"  duplicates     {stats.get('duplicates', 0)}",
         f"  dead-lettered  {stats.get('dead_lettered', 0)}",
     ]
+    destinations = stats.get("destinations") or {}
+    if len(destinations) > 1 or any(d.get("paused_until") for d in destinations.values()):
+        lines += ["", "Destinations", *destination_lines(destinations)]
     return "\n".join(lines)
+
+
+def destination_lines(destinations: dict[str, Any]) -> list[str]:
+    """Per destination: delivered, dead, and until when a 429 pauses it."""
+    width = max(len(name) for name in destinations)
+    return [
+        f"  {name:{width}}  delivered {d.get('delivered', 0)}, dead {d.get('dead', 0)}"
+        + (f", paused until {d['paused_until']}" if d.get("paused_until") else "")
+        for name, d in destinations.items()
+    ]
 
 
 def show(url: str, token: str | None) -> int:

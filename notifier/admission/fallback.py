@@ -175,7 +175,7 @@ class Fallback:
         self, settings: Settings, store: Store, scripts: Scripts, keys: Keys, metrics: Metrics, limiter: Limiter
     ) -> None:
         self._store, self._scripts, self._keys, self._limiter = store, scripts, keys, limiter
-        self._replicas = settings.replicas
+        self._replicas = settings.replicas * settings.workers  # each worker holds its share of the limits
         self._cap = 0 if settings.categories is not None else settings.max_categories
         self._label = metrics.decisions.label
         self._windows: dict[tuple[int, str], LocalWindow] = {}

@@ -17,7 +17,10 @@ import {
   token,
   tokenRequired,
 } from "./api.js";
+import { AUDIT_PATH, showAudit } from "./audit.js";
+import * as chart from "./chart.js";
 import { clock, setText } from "./dom.js";
+import { lookUp } from "./names.js";
 import * as panels from "./panels.js";
 
 const EVERY = 1000; // ms between two reads: changes show within 2 s
@@ -55,6 +58,7 @@ const READS = [
     path: "/v1/stats",
     show(answer) {
       panels.showStats(answer);
+      chart.showLevels(answer.by_level);
       known.stats = Object.keys(answer.by_category || {}).filter((c) => c !== "(other)");
       showKnown();
     },
@@ -62,6 +66,8 @@ const READS = [
   { path: "/v1/windows", panel: "windows-panel", show: (answer) => panels.showWindows(answer, endWindow) },
   { path: "/v1/alerts", panel: "alerts-panel", content: true, show: (answer) => panels.showAlerts(answer, toggleAck) },
   { path: "/v1/dead", panel: "dead-panel", content: true, show: (answer) => panels.showDead(answer, requeue) },
+  { path: "/v1/stats/history", url: chart.historyPath, panel: "history-panel", content: true, show: chart.showHistory },
+  { path: "/v1/audit", url: () => AUDIT_PATH, panel: "audit-panel", content: true, show: showAudit },
 ];
 
 function available(read) {
@@ -71,7 +77,7 @@ function available(read) {
 async function read(one) {
   let answer;
   try {
-    answer = await call("GET", one.path);
+    answer = await call("GET", one.url ? one.url() : one.path);
   } catch (error) {
     if (error instanceof Refused && error.status === 401) askForToken("The gateway refused the token (401): enter it again.");
     throw error;
@@ -98,6 +104,8 @@ async function refresh() {
   if (tokenRequired && token() && currentCaller() === null) await identifyToken();
   const due = READS.filter((r) => available(r) && (!r.content || mayReadContent()));
   const results = await Promise.allSettled(due.map(read));
+  // Names of the Slack users and channels shown (asked of Slack once); without them, ids alone.
+  if (mayReadContent() && routes.has("/v1/names")) await lookUp().catch(() => {});
   const failures = results.filter((r) => r.status === "rejected").map((r) => r.reason);
   showStatus(failures);
 }
@@ -337,6 +345,7 @@ function setUpPanels() {
   $("window-form").addEventListener("submit", openWindow);
   $("ack-form").addEventListener("submit", (event) => event.preventDefault());
   $("requeue-all").addEventListener("click", requeueAll);
+  chart.onLevelChange(() => tick()); // the level value chosen now, at once
 }
 
 setUpPanels();

@@ -3,6 +3,7 @@
 
 import { may, serverNow } from "./api.js";
 import { bar, clock, duration, el, seconds, setText, stamp, sync, textBlock } from "./dom.js";
+import { named, withNames } from "./names.js";
 
 const $ = (id) => document.getElementById(id);
 let lastId = 0;
@@ -127,7 +128,7 @@ function makeOverride(first, lift) {
       setText(what, isMute(o) ? `muted (${o.rules})` : `rules ${o.rules}`);
       const rest = o.until === null || o.until === undefined ? null : o.until - serverNow();
       setText(left, rest === null ? "until removed" : `${duration(rest)} left (until ${clock(o.until)})`);
-      setText(by, o.by ? `by ${o.by}` : "");
+      setText(by, o.by ? `by ${withNames(o.by)}` : "");
       setText(button, isMute(o) ? "Unmute" : "Restore");
       button.hidden = !may("admin");
     },
@@ -189,7 +190,7 @@ function makeWindow(first, end) {
       setText(kind, w.kind || w.type || "");
       setText(when, windowTime(w));
       const parts = [listed("categories", w.categories), listed("channels", w.channels || (w.channel ? [w.channel] : []))];
-      if (w.by) parts.push(`by ${w.by}`);
+      if (w.by) parts.push(`by ${withNames(w.by)}`);
       setText(scope, parts.filter(Boolean).join(" · "));
       setText(note, w.note || w.windows || w.window || "");
       note.hidden = !note.textContent;
@@ -261,14 +262,14 @@ function makeAlert(first, toggle) {
       setText(seen, `${times} ${clock(a.last_seen)}`);
       const acked = a.acknowledged_by !== null && a.acknowledged_by !== undefined;
       const via = a.acknowledged_via ? ` (via ${a.acknowledged_via})` : "";
-      setText(ack, acked ? `Acknowledged by ${a.acknowledged_by}${a.acknowledged_at ? " at " + clock(a.acknowledged_at) : ""}${via}` : "not acknowledged");
+      setText(ack, acked ? `Acknowledged by ${withNames(a.acknowledged_by)}${a.acknowledged_at ? " at " + clock(a.acknowledged_at) : ""}${via}` : "not acknowledged");
       ack.classList.toggle("done", acked);
       const extra = [];
       const steps = Array.isArray(a.escalations) ? a.escalations.length : Number(a.escalations) || 0;
       if (steps) extra.push(`${steps} escalation step${steps === 1 ? "" : "s"} posted`);
       if (a.reopened) extra.push(`reopened ${a.reopened === 1 ? "once" : `${a.reopened} times`}`);
       if (a.held) extra.push("held by a window");
-      if (a.channel) extra.push(`in ${a.channel}`);
+      if (a.channel) extra.push(`in ${named(a.channel)}`);
       setText(more, extra.join(" · "));
       setText(button, acked ? "Unacknowledge" : "Acknowledge");
       button.hidden = !may("ack");

@@ -25,26 +25,26 @@ from dataclasses import dataclass
 
 import orjson
 
+from ..destinations.base import Message, Posted
 from ..errors import MessageGone, Permanent, RateLimited, Transient
 from ..metrics import Metrics
 from ..outbox import EventEntry, decode
-from ..rules import Rule
+from ..rules import Rules
 from ..slack.as_sent import as_updated
 from ..slack.controls import ACK, MUTE, NO_CONTROLS, UNACK, Offered
 from ..slack.messages import (
-    Message,
     MessageState,
     acknowledged_line,
     edited_message,
     escape,
 )
-from ..slack.sinks import Posted, Sink
 from ..slack.templates import Templates
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..store.secret import ControlKey
 from ..tasks import until_answered
+from .channels import Channels
 from .pacing import Bucket, Pacer, backoff
 
 log = logging.getLogger(__name__)
@@ -167,6 +167,10 @@ class Offer:
     def __init__(self, choices: tuple[str, ...], key: ControlKey | None) -> None:
         self._choices, self._key = choices, key
 
+    def offer(self, key: ControlKey | None) -> None:
+        """Controls sealed with ``key`` from now on (None: none), as a reloaded configuration says."""
+        self._key = key
+
     async def __call__(self) -> Offered:
         if self._key is None:  # messages carry no controls
             return NO_CONTROLS
@@ -181,17 +185,18 @@ class Editor:
         store: Store,
         scripts: Scripts,
         keys: Keys,
-        update_rate: Rule,
-        sink: Sink,
+        update_rate: Rules,
+        channels: Channels,
         metrics: Metrics,
         offered: Callable[[], Awaitable[Offered]],
         templates: Templates,
     ) -> None:
         self._store, self._scripts, self._keys = store, scripts, keys
-        self._sink, self._metrics, self._offered = sink, metrics, offered
-        self._templates = templates
-        self._pacer = Pacer(store, scripts, update_rate)
-        self._bucket = Bucket(keys.update_pace, keys.update_cooldown, keys.cooldown_all)
+        self._channels, self._metrics, self._offered = channels, metrics, offered
+        self._templates, self._update_rate = templates, update_rate
+        self._pacer = Pacer(store, scripts)
+        # The fleet's edit budget; among several destinations each has its own (taken once an edit is claimed).
+        self._bucket = Bucket(keys.update_pace, keys.update_cooldown, keys.cooldown_all, update_rate)
         self._failures: dict[str, int] = {}
 
     async def run(self) -> None:
@@ -204,7 +209,8 @@ class Editor:
             # (in an alert storm each flush of repeats makes every alert's edit due again; unpaced,
             # the console printed ~75 edits a second, and bench/storm.py's 50-alert storm ran at
             # 0.94 of the bare app with the editor stopped against 0.89: bench/RESULTS.md).
-            self._metrics.edit_wait.observe(await self._pacer.wait_for_slot(self._bucket))
+            if not self._channels.sinks.named:
+                self._metrics.edit_wait.observe(await self._pacer.wait_for_slot(self._bucket))
             key = await until_answered("claiming an edit", self._claim)
             if key is not None:
                 await self._edit(key)
@@ -227,11 +233,15 @@ class Editor:
         if record is None or message is None or record.posted is None:
             await self._done(key, "drop")
             return
+        bucket = self._bucket
+        if self._channels.sinks.named:
+            bucket = await self._channels.edit_bucket(record.posted, self._update_rate)
+            self._metrics.edit_wait.observe(await self._pacer.wait_for_slot(bucket))
         try:
-            await self._sink.update(record.posted, message)
+            await self._channels.sinks.update(record.posted, message)
         except RateLimited as exc:
             self._metrics.edits.labels("rate_limited").inc()
-            await self._pacer.cool_down(self._bucket, exc.retry_after)
+            await self._pacer.cool_down(bucket, exc.retry_after)
             await self._done(key, "retry", 0)
         except MessageGone as exc:
             self._metrics.edits.labels("gone").inc()

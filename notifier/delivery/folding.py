@@ -22,16 +22,18 @@ import time
 from collections import Counter
 from typing import NamedTuple
 
+from ..destinations.base import Message
 from ..errors import Permanent, RateLimited, StoreUnavailable, Transient
 from ..metrics import Metrics
 from ..outbox import EventEntry
-from ..slack.messages import BLOCKS, SECTION_TEXT, Message, context, fit, fit_text, section
-from ..slack.sinks import Sink
+from ..slack.messages import BLOCKS, SECTION_TEXT, context, fit, fit_text, section
+from ..slack.views import note_view
 from ..store.client import Store
 from ..store.keys import Keys
 from ..tasks import until_answered
+from .channels import Channels
 from .group import ConsumerGroup, Taken
-from .pacing import Bucket, Pacer, backoff
+from .pacing import Pacer, backoff
 
 log = logging.getLogger(__name__)
 Queue = asyncio.PriorityQueue[tuple[tuple[int, int], str]]
@@ -56,14 +58,14 @@ class Folder:
         self,
         stale_after_s: float,
         store: Store,
-        sink: Sink,
+        channels: Channels,
         pacer: Pacer,
         keys: Keys,
         group: ConsumerGroup,
         metrics: Metrics,
     ) -> None:
         self.stale_after_s, self._store = stale_after_s, store
-        self._sink, self._pacer, self._keys, self._group, self._metrics = sink, pacer, keys, group, metrics
+        self._channels, self._pacer, self._keys, self._group, self._metrics = channels, pacer, keys, group, metrics
 
     async def stale(self, taken: Taken) -> bool:
         """True for an event that waited too long, by the store's clock (the fleet's one clock: a replica
@@ -105,19 +107,19 @@ class Folder:
         """
         stale, attempts = [first], 0
         channel = first.entry.channel
-        bucket = Bucket(self._keys.pace(channel), self._keys.cooldown(channel), self._keys.cooldown_all)
+        sink = self._channels.sink(channel)
         while True:
             stale += self.take_stale(queue, held, await self._now_ms())
             backlog = sort_backlog(stale)
             if not backlog.folded:
                 return backlog
-            if self._sink.paced:
-                await self._pacer.wait_for_slot(bucket)
+            if sink.paced:
+                await self._pacer.wait_for_slot(await self._channels.bucket(channel))
             try:
-                await self._sink.post(folded_message(channel, backlog.folded, len(backlog.posted)))
+                await sink.post(folded_message(channel, backlog.folded, len(backlog.posted)))
                 break
             except RateLimited as exc:
-                await self._pacer.cool_down(bucket, exc.retry_after)
+                await self._pacer.cool_down(await self._channels.bucket(channel), exc.retry_after)
             except Transient as exc:
                 attempts += 1
                 log.warning("the folded message of %s was not taken (%s); trying again", channel, exc)
@@ -181,9 +183,16 @@ def folded_message(channel: str, folded: list[Taken], posted: int) -> Message:
         + (f"; {posted} {'alert is' if posted == 1 else 'alerts are'} shown on {'its' if posted == 1 else 'their'}"
            " own, as they stand now" if posted else "")
     )  # fmt: skip
-    blocks = [section(fit(head, SECTION_TEXT)), context(_counts(entries)), section(_latest(folded))]
+    counts, latest = _counts(entries), _latest_lines(folded)
+    blocks = [
+        section(fit(head, SECTION_TEXT)),
+        context(counts),
+        section(fit("Latest:\n" + "\n".join(latest), SECTION_TEXT)),
+    ]
     text = fit_text(f"Folded {len(entries)} messages from {_clock(first)} to {_clock(last)} UTC")
-    return Message(channel, text, blocks[:BLOCKS])
+    # The view: the same sentence without Slack's bold and emoji; the counts; the latest lines, one each.
+    view = note_view(head.replace(":package: ", "").replace("*", ""), counts, [fit(line, LINE * 2) for line in latest])
+    return Message(channel, text, blocks[:BLOCKS], view=view)
 
 
 def _counts(entries: list[EventEntry]) -> str:
@@ -196,10 +205,10 @@ def _counts(entries: list[EventEntry]) -> str:
     return fit(f"By category: {named}. By severity: {by_severity}.", SECTION_TEXT)  # escaped by fit
 
 
-def _latest(folded: list[Taken]) -> str:
+def _latest_lines(folded: list[Taken]) -> list[str]:
+    """The latest folded events, one line each (raw: ``fit`` escapes them, so no event mentions anyone)."""
     latest = sorted(folded, key=admitted_ms)[-LATEST:]
-    lines = [f"{_clock(admitted_ms(t) / 1000)} {_line(t)}" for t in latest]
-    return fit("Latest:\n" + "\n".join(lines), SECTION_TEXT)  # escaped by fit: no event mentions anyone
+    return [f"{_clock(admitted_ms(t) / 1000)} {_line(t)}" for t in latest]
 
 
 def _line(taken: Taken) -> str:

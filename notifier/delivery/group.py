@@ -19,10 +19,10 @@ from typing import Any, NamedTuple
 
 from redis.exceptions import ResponseError
 
+from ..destinations.base import Posted
 from ..errors import StoreUnavailable
 from ..escalation import Step
 from ..outbox import Entry, EventEntry, decode
-from ..slack.sinks import Posted
 from ..store.client import Store, as_text
 from ..store.keys import Keys
 from ..store.scripts import Scripts

@@ -30,38 +30,32 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from ..destinations.base import Posted
+from ..destinations.registry import Scoped, Sinks
 from ..errors import Permanent, RateLimited, StoreUnavailable, Transient
 from ..gateway_ts import GatewayTs
 from ..metrics import Metrics
-from ..outbox import DigestEntry, EscalationEntry, EventEntry, HeldEntry, WindowEntry
+from ..outbox import EscalationEntry, EventEntry
 from ..policy import Policy
 from ..settings import Settings
-from ..slack.messages import (
-    Message,
-    digest_message,
-    escalation_message,
-    held_message,
-    reply_message,
-    window_message,
-)
-from ..slack.sinks import Posted, Sink
 from ..slack.templates import Templates
 from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..store.secret import ControlKey
 from ..tasks import cancel_and_wait, every, until_answered
+from .channels import Channels
+from .compose import Composer
 from .digests import Digests
-from .edits import Editor, Offer, post_of, read_record
+from .edits import Editor, Offer
 from .folding import Folder
 from .group import READ_COUNT, ConsumerGroup, Taken, first_step, take
-from .pacing import Bucket, Pacer, backoff
+from .pacing import Pacer, backoff
 from .timers import Timers
 
 log = logging.getLogger(__name__)
 
 MAX_HELD = 512  # entries one replica holds at once; the rest wait in the stream for others
-REPLY_POLL = 0.5  # seconds between two looks at an alert whose post a resolution waits for
 MAX_SENT = 4096  # stream ids remembered as sent: more than any read can bring back at once
 
 
@@ -83,28 +77,31 @@ class Delivery:
         scripts: Scripts,
         keys: Keys,
         settings: Settings,
-        sink: Sink,
+        sinks: Sinks,
         metrics: Metrics,
         policy: Callable[[], Policy],
         templates: Templates,
         control_key: ControlKey,
+        clicks: bool,
     ) -> None:
         self._store, self._keys, self._settings = store, keys, settings
-        self._sink, self._metrics, self._templates = sink, metrics, templates
+        self._sinks, self._metrics, self._templates = sinks, metrics, templates
+        self._channels = Channels(store, keys, sinks)
         # Block for half the socket timeout: a block as long as the timeout makes every idle
         # read end in a TimeoutError (and, on a cluster client, a slot-map refresh).
         block_ms = None if store.embedded else max(1, min(1000, settings.redis_timeout // 2))
         self._group = ConsumerGroup(store, scripts, keys, settings.consumer_name, block_ms, settings.dead_letters_max)
-        self._pacer = Pacer(store, scripts, settings.channel_rate[0])
+        self._pacer = Pacer(store, scripts)
         self._digests = Digests(store, scripts, keys)
-        clicks = settings.slack_signing_secret or settings.slack_app_token  # over HTTP, or Socket Mode
-        controls = bool(clicks) and sink.edits and sink.paced
-        controls = controls and policy().mute_target("") is not None  # (the tree is the file's: fixed)
-        self._offered = Offer(settings.mute_choices, control_key if controls else None)  # None: no controls
-        self._editor = Editor(store, scripts, keys, settings.update_rate[0], sink, metrics, self._offered, templates)
-        self._folder = Folder(settings.stale_after / 1000, store, sink, self._pacer, keys, self._group, metrics)
+        self._policy, self._control_key = policy, control_key
+        self._offered = Offer(settings.mute_choices, self._controls(sinks, clicks))
+        channels = self._channels
+        self._editor = Editor(store, scripts, keys, settings.update_rate, channels, metrics, self._offered, templates)
+        self._folder = Folder(settings.stale_after / 1000, store, channels, self._pacer, keys, self._group, metrics)
         self._timers = Timers(store, scripts, keys, settings.escalation, policy)  # policy: windows' hand-overs
-        self._threads = GatewayTs(store, scripts, keys)  # where the parents of front-door replies are
+        threads = GatewayTs(store, scripts, keys)  # where the parents of front-door replies are
+        idle_s = settings.claim_idle / 1000
+        self._composer = Composer(store, self._group, threads, channels, self._offered, templates, idle_s)
         self._queues: dict[str, asyncio.PriorityQueue[tuple[tuple[int, int], str]]] = {}
         self._held: dict[str, Taken] = {}
         self._sent: OrderedDict[str, Sent] = OrderedDict()  # stream id -> what was done, oldest first
@@ -112,6 +109,22 @@ class Delivery:
         self._tasks: list[asyncio.Task[None]] = []
         self._senders: list[asyncio.Task[None]] = []
         self._stopping = False
+        self._editing = False  # the editor's loop runs (a destination edits its messages)
+
+    def _controls(self, sinks: Sinks, clicks: bool) -> ControlKey | None:
+        """The key messages' controls are sealed with; None when no click could reach the gateway."""
+        controls = clicks and any(s.edits and s.threads and s.paced for s in sinks)  # a Slack workspace's clicks
+        controls = controls and self._policy().mute_target("") is not None  # a tree of the root alone: no mutes
+        return self._control_key if controls else None
+
+    def reconfigure(self, sinks: Sinks, clicks: bool) -> None:
+        """A reloaded configuration's destinations, from the next message on (entries held meanwhile
+        go to the destination their channel names in the new one; see ``destinations.registry``)."""
+        self._sinks = self._channels.sinks = sinks
+        self._offered.offer(self._controls(sinks, clicks))
+        if sinks.any_edits and not self._editing:
+            self._editing = True
+            self._tasks.append(asyncio.create_task(self._editor.run()))
 
     async def start(self) -> None:
         """Spawn the reader, the claim keeper, the reclaimer, the gauges and the digest clock."""
@@ -124,7 +137,8 @@ class Delivery:
         ]
         if self._settings.digest_interval:
             loops.append(every("claiming digests", lambda: random.uniform(0.5, 1.0), self._claim_digests))
-        if self._sink.edits:
+        self._editing = self._sinks.any_edits
+        if self._editing:
             loops.append(self._editor.run())
         loops.append(self._timers.run())
         self._tasks = [asyncio.create_task(loop) for loop in loops]
@@ -236,22 +250,26 @@ class Delivery:
     async def _deliver(self, taken: Taken, fold: bool = True) -> bool:
         """Post an entry (or settle it as failed); False, having done nothing, when it is stale by the time
         it could be posted (``fold``: it is then folded with its channel's backlog)."""
-        message, shown = await self._prepare(taken)
+        message, shown = await self._composer.message(taken)
         channel = taken.entry.channel  # the pace is the configured channel's, whatever id a reply names
-        bucket = Bucket(self._keys.pace(channel), self._keys.cooldown(channel), self._keys.cooldown_all)
+        sink = self._channels.sink(channel)
+        if _shown_by_edit(taken, sink):
+            await self._settle(taken)
+            return True
         while True:
-            if self._sink.paced:  # the console is not Slack: nothing to pace there
-                await self._pacer.wait_for_slot(bucket)
+            if sink.paced:  # the console is not a chat: nothing to pace there
+                await self._pacer.wait_for_slot(await self._channels.bucket(channel))
             if fold and await self._folder.stale(taken):
                 return False
-            if self._sink.paced and shown:  # an alert's post shows its state as of now, not as of before the wait
-                message, shown = await self._prepare(taken)
+            if sink.paced and shown:  # an alert's post shows its state as of now, not as of before the wait
+                message, shown = await self._composer.message(taken)
             started = time.perf_counter()
             try:
-                posted = await self._sink.post(message)
+                posted = await sink.post(message)
             except RateLimited as exc:
                 self._metrics.deliveries.labels("rate_limited").inc()
-                await self._pacer.cool_down(bucket, exc.retry_after)
+                await self._pacer.cool_down(await self._channels.bucket(channel), exc.retry_after)
+                await until_answered("noting a pause", self._channels.paused, channel, exc.retry_after)
                 continue
             except Transient as exc:
                 self._metrics.deliveries.labels("failed").inc()
@@ -264,65 +282,17 @@ class Delivery:
                 continue
             except Permanent as exc:
                 if self._templates.refused(taken.entry, message, str(exc)):  # the built-in shape, then
-                    message, shown = await self._prepare(taken)
+                    message, shown = await self._composer.message(taken)
                     continue
                 await self._settle(taken, str(exc))
                 return True
             finally:
                 self._metrics.slack_seconds.observe(time.perf_counter() - started)
+            await self._channels.learn(channel, posted)
             await self._settle(taken, posted=posted, shown=shown)
             if isinstance(taken.entry, EscalationEntry) or (isinstance(taken.entry, EventEntry) and taken.entry.reply):
                 self._metrics.replies.inc()
             return True
-
-    async def _prepare(self, taken: Taken) -> tuple[Message, int]:
-        """The message of an entry, and the version of its alert's record it shows (0: none)."""
-        entry = taken.entry
-        if isinstance(entry, DigestEntry):
-            return digest_message(entry), 0
-        if isinstance(entry, HeldEntry):
-            return held_message(entry), 0
-        if isinstance(entry, WindowEntry):
-            return window_message(entry), 0
-        if isinstance(entry, EscalationEntry):
-            return await self._escalation(entry), 0
-        if entry.message is not None:  # a front-door client's message: as sent, in its parent's thread
-            return await self._threads.as_sent(entry, entry.message, self._group.holds, self._sink.edits), 1
-        event = {**entry.event, "category": entry.category}
-        if entry.reply:
-            return await self._resolution(entry, event), 0
-        return await post_of(self._store, entry, await self._offered(), self._templates)
-
-    async def _resolution(self, entry: EventEntry, event: dict[str, Any]) -> Message:
-        """A resolution's reply, in the thread of its alert's message once that is posted.
-
-        While the alert's post is still in the outbox (any replica may hold it),
-        the reply waits for it; if it will never be posted (gone, dead-lettered,
-        or not within ``claim_idle``), or the sink cannot thread, the resolution
-        is a message of its own.
-        """
-        give_up = time.monotonic() + self._settings.claim_idle / 1000
-        while self._sink.edits:
-            record = await until_answered("reading a record", read_record, self._store, entry.record)
-            posted = record.posted if record else None
-            if posted is not None and posted.ts:
-                return reply_message(posted.channel_id, posted.ts, event, entry.reopened)
-            stream_id = record.fields.get("entry", "") if record else ""
-            waiting = bool(stream_id) and await until_answered("looking for a post", self._group.holds, stream_id)
-            if not waiting or time.monotonic() > give_up:
-                break
-            await asyncio.sleep(REPLY_POLL)
-        return reply_message(entry.channel, None, event, entry.reopened)
-
-    async def _escalation(self, entry: EscalationEntry) -> Message:
-        """An escalation step, in the thread of its alert's message (on its own through a webhook)."""
-        record = await until_answered("reading a record", read_record, self._store, entry.record)
-        posted = record.posted if record and self._sink.edits else None
-        alert = record.event_entry if record else None
-        event = {**alert.event, "category": alert.category} if alert else None
-        if posted is not None and posted.ts:
-            return escalation_message(posted.channel_id, posted.ts, entry.text, event)
-        return escalation_message(entry.channel, None, entry.text, event)
 
     async def _settle_again(self, taken: Taken, sent: Sent, read_at: float) -> None:
         """An entry this replica sent came back from a read: settle it, never send it twice.
@@ -354,6 +324,9 @@ class Delivery:
             return  # another replica settled it meanwhile: nothing was dead-lettered
         outcome = "dead_lettered" if dead_reason else ("delivered" if acked else "duplicate")
         self._metrics.deliveries.labels(outcome).inc()
+        if acked:
+            counted = "dead" if dead_reason else "delivered"
+            await until_answered("counting a delivery", self._channels.count, taken.entry.channel, counted)
         if not dead_reason and isinstance(taken.entry, (EventEntry, EscalationEntry)):
             self._metrics.delivery_seconds.observe(max(0.0, time.time() - taken.entry.received_at))
 
@@ -374,7 +347,7 @@ class Delivery:
             posted,
             shown,
             record,
-            self._sink.edits,
+            self._channels.sink(entry.channel).edits,
             escalate,
         )
         self._remember(taken.stream_id, Sent(time.monotonic(), dead_reason, posted, shown))
@@ -393,3 +366,9 @@ class Delivery:
         claimed = await self._digests.claim_due()
         if claimed:
             self._metrics.digests.inc(claimed)
+
+
+def _shown_by_edit(taken: Taken, sink: Scoped) -> bool:
+    """True for a resolution where the chat edits and has no threads (Discord): the alert's edit shows it."""
+    entry = taken.entry
+    return isinstance(entry, EventEntry) and entry.reply and not entry.reopened and sink.edits and not sink.threads

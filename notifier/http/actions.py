@@ -69,24 +69,26 @@ class Click(NamedTuple):
 
 async def post_action(request: web.Request) -> web.StreamResponse:
     gateway = request.app[GATEWAY]
-    secret = gateway.settings.slack_signing_secret
-    if not secret or not gateway.settings.slack_bot_token:
+    if not any(w.signing_secret for w in gateway.workspaces.all):
         raise ApiError(404, "Slack actions need NOTIFIER_SLACK_SIGNING_SECRET and NOTIFIER_SLACK_BOT_TOKEN")
     raw = await _read_body(request)
-    if not _signed(
-        secret, raw, request.headers.get("X-Slack-Request-Timestamp"), request.headers.get("X-Slack-Signature")
-    ):
-        raise ApiError(401, "bad or stale Slack signature")
-    return json_response(await act(gateway, payload_of(raw)))
+    stamp, signature = request.headers.get("X-Slack-Request-Timestamp"), request.headers.get("X-Slack-Signature")
+    # The team the payload names only picks the secret to check it with; nothing in it is trusted before.
+    for workspace in gateway.workspaces.signers(_team_named(raw)):
+        if _signed(workspace.signing_secret, raw, stamp, signature):
+            return json_response(await act(gateway, payload_of(raw), workspace.name))
+    raise ApiError(401, "bad or stale Slack signature")
 
 
-async def act(gateway: Gateway, payload: dict[str, Any]) -> dict[str, Any]:
+async def act(gateway: Gateway, payload: dict[str, Any], destination: str = "") -> dict[str, Any]:
     """Apply one click, posted to ``/v1/slack/actions`` or sent over Socket Mode alike; the answer's body.
 
-    A click it cannot read, or on a control the gateway did not make, raises a 400
-    :class:`ApiError` and changes nothing; a store that does not answer, ``StoreUnavailable``.
+    ``destination`` is the workspace the click came from (verified): the clicked message is
+    edited there. A click it cannot read, or on a control the gateway did not make, raises a
+    400 :class:`ApiError` and changes nothing; a store that does not answer, ``StoreUnavailable``.
     """
     click = await read_click(payload, gateway)
+    click = click._replace(channel_id=gateway.workspaces.channel(destination, click.channel_id))
     if click.action == LINK:  # Slack opened the link; there is nothing to do here
         return {"status": "ok", "action": LINK}
     if click.action in (ACK, UNACK):
@@ -99,7 +101,7 @@ async def act(gateway: Gateway, payload: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", "action": click.action, "category": click.category}
 
 
-async def socket_click(gateway: Gateway, payload: dict[str, Any]) -> bool:
+async def socket_click(gateway: Gateway, payload: dict[str, Any], destination: str = "") -> bool:
     """A click that came over Socket Mode, applied by :func:`act` as one posted here.
 
     True once it is recorded, or when there is nothing to record (a click the gateway cannot
@@ -108,7 +110,7 @@ async def socket_click(gateway: Gateway, payload: dict[str, Any]) -> bool:
     unacknowledged, and Slack tells the user the click failed.
     """
     try:
-        await act(gateway, payload)
+        await act(gateway, payload, destination)
     except ApiError as exc:
         if exc.error not in _told and len(_told) < MAX_TOLD:
             _told.add(exc.error)
@@ -117,6 +119,15 @@ async def socket_click(gateway: Gateway, payload: dict[str, Any]) -> bool:
         log.warning("a Socket Mode click was not recorded (Slack will say it failed): %s", exc)
         return False
     return True
+
+
+def _team_named(raw: bytes) -> str:
+    """The team id an (unverified) payload names, or ``""``: it only picks the signing secret to check."""
+    try:
+        payload = json.loads(parse_qs(raw.decode()).get("payload", [""])[0])
+        return str(payload["team"]["id"])
+    except (ValueError, KeyError, TypeError, IndexError):
+        return ""
 
 
 async def _read_body(request: web.Request) -> bytes:

@@ -8,6 +8,7 @@ them, or the given ``{"ids": [...]}`` (event ids), back into the outbox.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from aiohttp import web
@@ -57,6 +58,18 @@ async def stats_view(gateway: Gateway) -> dict[str, Any]:
         "delivered_again": counts.get(Stat.DELIVERED_AGAIN, 0),
         "dead_lettered": counts.get(Stat.DEAD_LETTERED, 0),
         "folded": counts.get(Stat.FOLDED, 0),
+        "destinations": {name: _destination(counts, name) for name in gateway.destinations},
+    }
+
+
+def _destination(counts: dict[str, int], name: str) -> dict[str, Any]:
+    """A destination's delivered and dead counts, and until when a 429 last paused it (ISO 8601, or None)."""
+    until = counts.get(f"destination:{name}:paused_until", 0)
+    paused = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(until / 1000)) if until > time.time() * 1000 else None
+    return {
+        "delivered": counts.get(f"destination:{name}:delivered", 0),
+        "dead": counts.get(f"destination:{name}:dead", 0),
+        "paused_until": paused,
     }
 
 

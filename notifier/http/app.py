@@ -4,40 +4,41 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from functools import partial
+import signal
+from collections.abc import AsyncIterator, Iterator
 
 import aiohttp
 from aiohttp import web
 
-from ..admission.admit import Admission
-from ..admission.fallback import Fallback
-from ..admission.limiter import Limiter
-from ..admission.overrides import WATCH_EVERY, Overrides
+from ..admission.overrides import WATCH_EVERY
 from ..config import EMPTY, Config, fingerprint
 from ..delivery.dead_letters import DeadLetters
 from ..delivery.worker import Delivery
-from ..errors import StoreUnavailable
 from ..gateway_ts import GatewayTs
 from ..metrics import Metrics
-from ..policy import Policy
 from ..settings import Settings
-from ..slack.sinks import make_sink
-from ..slack.socket_mode import SocketMode
+from ..slack.names import Names, directory
 from ..slack.templates import Templates
+from ..slack.workspaces import Workspaces
 from ..store.audit import Audit
+from ..store.client import Store
+from ..store.history import History
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..store.secret import ControlKey
 from ..store.topology import connect
 from ..tasks import cancel_and_wait, every
-from . import admin, alerts, audit_log, console, limits, ops, slack_compat, windows
-from .actions import post_action, socket_click
+from . import admin, alerts, audit_log, console, history, limits, names, ops, reload, slack_compat, windows
+from .actions import post_action
 from .alertmanager import post_alertmanager
 from .answers import MAX_BODY, answers_errors, no_route
+from .assemble import Deciding, Parts, deciding, sending
 from .auth import GUARD, TOKENS, Guard, Tokens, get_token, guarded
 from .events import post_event
 from .openapi import openapi_handler
+from .reload import RELOAD, Reloader
+from .reload import WATCH_EVERY as RELOAD_WATCH
+from .slack_links import learn_teams, socket_modes
 from .state import CONFIG, GATEWAY, METRICS, SETTINGS, Gateway
 
 ANY = r"[\s\S]"  # any character, a newline too (a path may hold %0A; "." would leave it to aiohttp's text 404)
@@ -46,8 +47,106 @@ GAUGES_EVERY = 5.0  # seconds between two reads of the global level's use for th
 
 async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
     """Open the store, Slack session and delivery worker; close them on shutdown."""
-    settings, metrics = app[SETTINGS], app[METRICS]
-    store = connect(
+    settings, metrics, config = app[SETTINGS], app[METRICS], app[CONFIG]
+    store = connect_store(settings)
+    keys, scripts = Keys(settings.key_prefix), Scripts(store.redis, flags=not store.embedded)
+    metrics.watch_store(store)
+    parts = Parts(store, scripts, keys, settings, metrics, Audit(store, keys, *_audit_bounds(settings)))
+    async with aiohttp.ClientSession() as session:
+        outlets = sending(config, settings, session)
+        decided = await deciding(parts, config, outlets.sinks.any_edits)
+        gateway = app[GATEWAY] = _gateway(parts, decided)
+        gateway.workspaces = Workspaces(outlets.destinations, outlets.sinks.named)
+        gateway.destinations = tuple(d.name for d in outlets.destinations)
+        gateway.socket_modes = socket_modes(gateway, session)
+        templates = Templates(config.templates, lambda name: metrics.template_errors.labels(name).inc())
+        policy = lambda: gateway.admission.limiter.policy  # noqa: E731 (the snapshot in force when asked)
+        delivery = Delivery(
+            store,
+            scripts,
+            keys,
+            settings,
+            outlets.sinks,
+            metrics,
+            policy,
+            templates,
+            gateway.control_key,
+            outlets.clicks,
+        )
+        reloader = app[RELOAD] = Reloader(gateway, parts, session, delivery, templates, app[TOKENS], config)
+        loops = [*_loops(gateway, reloader, session), console_parts(app, gateway, session)]
+        await delivery.start()
+        for client in gateway.socket_modes:
+            await client.start()
+        with _on_hangup(reloader):
+            yield
+        for client in gateway.socket_modes:
+            await client.stop()
+        await cancel_and_wait(loops)
+        await delivery.stop()
+        templates.close()
+        await gateway.admission.limiter.flush()
+        if gateway.admission.fallback:
+            await gateway.admission.fallback.close()
+        await reloader.close()
+    await store.close()
+
+
+def _audit_bounds(settings: Settings) -> tuple[int, int]:
+    return settings.audit_max_entries, settings.audit_retention
+
+
+def _gateway(parts: Parts, decided: Deciding) -> Gateway:
+    store, scripts, keys, settings, metrics, audit = parts
+    dead_letters, sent = DeadLetters(store, scripts, keys, audit), GatewayTs(store, scripts, keys)
+    control_key = ControlKey(store, keys, settings.control_secret)
+    return Gateway(
+        settings,
+        store,
+        keys,
+        scripts,
+        decided.admission,
+        decided.overrides,
+        dead_letters,
+        metrics,
+        sent,
+        control_key,
+        audit,
+    )
+
+
+def _loops(gateway: Gateway, reloader: Reloader, session: aiohttp.ClientSession) -> list[asyncio.Task[None]]:
+    """The replica's background loops: team ids, overrides, the levels' gauges, the file's changes."""
+    return [
+        asyncio.create_task(learn_teams(gateway.workspaces, session)),
+        asyncio.create_task(every("watching overrides", lambda: WATCH_EVERY, lambda: gateway.overrides.watch())),
+        asyncio.create_task(
+            every("updating level gauges", lambda: GAUGES_EVERY, lambda: limits.update_gauges(gateway))
+        ),
+        asyncio.create_task(every("watching the configuration file", lambda: RELOAD_WATCH, reloader.watch)),
+    ]
+
+
+@contextlib.contextmanager
+def _on_hangup(reloader: Reloader) -> Iterator[None]:
+    """``SIGHUP`` reads the configuration file again (where the platform has it, in the main thread)."""
+    loop = asyncio.get_running_loop()
+    hangup = getattr(signal, "SIGHUP", None)
+    try:
+        if hangup is not None:
+            loop.add_signal_handler(hangup, lambda: loop.create_task(reloader.quietly("signal", "file")))
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread (a test's app), or no signals
+        hangup = None
+    try:
+        yield
+    finally:
+        if hangup is not None:
+            loop.remove_signal_handler(hangup)
+
+
+def connect_store(settings: Settings) -> Store:
+    """The store the settings name (a single node, a Cluster or Sentinel's)."""
+    return connect(
         settings.redis_url,
         settings.redis_cluster,
         settings.redis_timeout / 1000,
@@ -55,61 +154,14 @@ async def gateway_ctx(app: web.Application) -> AsyncIterator[None]:
         settings.redis_sentinels or (),
         settings.redis_sentinel_master,
     )
-    keys, scripts = Keys(settings.key_prefix), Scripts(store.redis, flags=not store.embedded)
-    metrics.watch_store(store)
-    async with aiohttp.ClientSession() as session:
-        sink = make_sink(settings, session)
-        defaults = Policy.from_settings(settings, app[CONFIG])
-        limiter = Limiter(store, scripts, keys, settings, defaults, edits=sink.edits)
-        audit = Audit(store, keys, settings.audit_max_entries, settings.audit_retention)
-        overrides = Overrides(store, scripts, keys, defaults, limiter, metrics.overrides, audit)
-        with contextlib.suppress(StoreUnavailable):  # else the watch reads them once the store answers
-            await overrides.refresh()
-        fallback = (
-            Fallback(settings, store, scripts, keys, metrics, limiter)
-            if settings.on_store_error == "fail_open"
-            else None
-        )
-        admission = Admission(limiter, fallback, metrics.decisions)
-        dead_letters, sent = DeadLetters(store, scripts, keys, audit), GatewayTs(store, scripts, keys)
-        control_key = ControlKey(store, keys, settings.control_secret)
-        app[GATEWAY] = Gateway(
-            settings, store, keys, scripts, admission, overrides, dead_letters, metrics, sent, control_key, audit
-        )
-        gateway = app[GATEWAY]
-        gateway.socket_mode = socket_mode(gateway, session)
-        loops = [
-            asyncio.create_task(every("watching overrides", lambda: WATCH_EVERY, overrides.watch)),
-            asyncio.create_task(
-                every("updating level gauges", lambda: GAUGES_EVERY, lambda: limits.update_gauges(gateway))
-            ),
-        ]
-        templates = Templates(app[CONFIG].templates, lambda name: metrics.template_errors.labels(name).inc())
-        policy = lambda: limiter.policy  # noqa: E731 (the snapshot in force when asked)
-        delivery = Delivery(store, scripts, keys, settings, sink, metrics, policy, templates, control_key)
-        await delivery.start()
-        if gateway.socket_mode is not None:
-            await gateway.socket_mode.start()
-        yield
-        if gateway.socket_mode is not None:
-            await gateway.socket_mode.stop()
-        await cancel_and_wait(loops)
-        await delivery.stop()
-        templates.close()
-        await limiter.flush()
-        if fallback:
-            await fallback.close()
-    await store.close()
 
 
-def socket_mode(gateway: Gateway, session: aiohttp.ClientSession) -> SocketMode | None:
-    """This replica's Socket Mode connection, with an app token and a bot token (clicks edit messages)."""
-    settings = gateway.settings
-    if not (settings.slack_app_token and settings.slack_bot_token):
-        return None
-    client = SocketMode(settings.slack_app_token, settings.slack_api_url, partial(socket_click, gateway), session)
-    gateway.metrics.watch_socket_mode(lambda: client.connected)
-    return client
+def console_parts(app: web.Application, gateway: Gateway, session: aiohttp.ClientSession) -> asyncio.Task[None]:
+    """The console's chart and names (http/history.py, http/names.py); the loop that samples each minute."""
+    minutes = app[history.HISTORY] = History(gateway.store, gateway.scripts, gateway.keys)
+    first = next(iter(gateway.workspaces.all), None)
+    app[names.NAMES] = Names(directory(first, session), gateway.store, gateway.keys)
+    return asyncio.create_task(every("sampling the counts of the minute", minutes.pause, minutes.sample))
 
 
 def create_app(settings: Settings, config: Config = EMPTY) -> web.Application:
@@ -122,6 +174,8 @@ def create_app(settings: Settings, config: Config = EMPTY) -> web.Application:
         web.post("/v1/events", post_event),
         web.post("/v1/alertmanager", post_alertmanager),
         web.get("/v1/stats", admin.get_stats),
+        web.get("/v1/stats/history", history.get_history),
+        web.get("/v1/names", names.get_names),
         web.get("/v1/limits", limits.get_limits),
         web.put("/v1/limits/{level}", limits.put_limit),
         web.delete("/v1/limits/{level}", limits.delete_limit),
@@ -138,13 +192,14 @@ def create_app(settings: Settings, config: Config = EMPTY) -> web.Application:
         web.get("/v1/token", get_token),
         web.post("/v1/dead/requeue", admin.post_requeue),
         web.get("/v1/audit", audit_log.get_audit),
+        web.post("/v1/reload", reload.post_reload),
         web.get("/healthz", ops.healthz),
         web.get("/readyz", ops.readyz),
         web.get("/metrics", ops.metrics),
         *slack_compat.ROUTES,
         web.get("/openapi.json", openapi_handler),
         web.get("/", console.page),
-        web.get(r"/{asset:favicon\.ico|console/[a-z]+\.(?:js|css)}", console.static),
+        web.get(r"/{asset:favicon\.ico|console/[A-Za-z][A-Za-z.]*\.(?:js|css)}", console.static),
         web.route("*", "/{path:" + ANY + "*}", no_route),
     ]  # last: unknown paths and methods
     # Each handler answers its own errors: no middleware, see answers.py for why; each is reached

@@ -43,6 +43,8 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/v1/events"): SEND,
     ("POST", "/v1/alertmanager"): SEND,
     ("GET", "/v1/stats"): OPEN,
+    ("GET", "/v1/stats/history"): READ,
+    ("GET", "/v1/names"): READ,
     ("GET", "/v1/limits"): OPEN,
     ("PUT", "/v1/limits/{level}"): ADMIN,
     ("DELETE", "/v1/limits/{level}"): ADMIN,
@@ -58,6 +60,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/v1/dead"): READ,
     ("POST", "/v1/dead/requeue"): ADMIN,
     ("GET", "/v1/audit"): READ,
+    ("POST", "/v1/reload"): ADMIN,
     ("GET", "/v1/token"): TOKEN,
     # The front doors take the token from the path or the body, need send, and answer in Slack's shapes
     # (http/slack_compat/intake.py): open here, checked there.
@@ -114,13 +117,19 @@ class Tokens:
 
     def __init__(self, settings: Settings, config: Config) -> None:
         self._callers: list[tuple[bytes, Caller]] = []
+        self._remembered: dict[str, Caller] = {}
+        self.reload(settings, config)
+
+    def reload(self, settings: Settings, config: Config) -> None:
+        """Know the tokens of ``config`` (and the settings') from the next request on; forget the others."""
+        callers = []
         for index, token in enumerate(settings.api_tokens or (), 1):
             digest = hashlib.sha256(token.encode()).digest()
-            self._callers.append((digest, Caller(f"env-{index}", frozenset(SCOPES))))
+            callers.append((digest, Caller(f"env-{index}", frozenset(SCOPES))))
         for name, entry in config.tokens.items():
             caller = Caller(name, frozenset(entry.scopes), entry.channels, entry.mentions, entry.refusal)
-            self._callers.append((bytes.fromhex(entry.sha256), caller))
-        self._remembered: dict[str, Caller] = {}
+            callers.append((bytes.fromhex(entry.sha256), caller))
+        self._callers, self._remembered = callers, {}
 
     @property
     def open(self) -> bool:

@@ -26,7 +26,8 @@ from aiohttp import web
 from .auth import TOKENS
 
 FOLDER = "console"  # inside the notifier package
-OPTIONAL_ROUTES = ("/v1/alerts", "/v1/windows")  # routes a panel needs that older versions lack
+# Routes a panel needs that older versions lack.
+OPTIONAL_ROUTES = ("/v1/alerts", "/v1/windows", "/v1/stats/history", "/v1/names", "/v1/audit")
 CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",

@@ -119,7 +119,8 @@ async def update_gauges(gateway: Gateway) -> None:
     metrics = gateway.metrics
     views = (await limits_view(gateway, below=False))["global"]
     for gauge in (metrics.global_used, metrics.shared_slots, metrics.reserved_slots):
-        gauge.clear()  # rules and classes change with overrides: no stale series
+        if not metrics.shared:  # (workers' files cannot forget a series: one an override ended stays, unchanged)
+            gauge.clear()  # rules and classes change with overrides: no stale series
     for view in views:
         metrics.global_used.labels(view["rule"], "used").set(view["used"])
         metrics.global_used.labels(view["rule"], "limit").set(view["limit"])

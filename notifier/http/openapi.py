@@ -17,6 +17,7 @@ from pydantic.json_schema import models_json_schema
 
 from .. import __version__
 from ..models import Accepted, Dropped, Duplicate, Event, Problem, Reopened, Resolved
+from . import history, names
 from .alertmanager import Payload
 from .alerts import AckRequest
 from .audit_log import PARAMETERS
@@ -32,6 +33,8 @@ from .schemas import (
     Limits,
     OpenAlerts,
     OverrideAnswer,
+    Reloaded,
+    ReloadRequest,
     Requeued,
     RequeueRequest,
     Stats,
@@ -47,7 +50,7 @@ REF = "#/components/schemas/{model}"
 Doc = dict[str, Any]
 
 
-REQUESTS = (Event, Payload, OverrideRequest, RequeueRequest, AckRequest, WindowRequest)
+REQUESTS = (Event, Payload, OverrideRequest, RequeueRequest, AckRequest, WindowRequest, ReloadRequest)
 ANSWERS = (
     Accepted,
     Resolved,
@@ -71,6 +74,9 @@ ANSWERS = (
     TokenAnswer,
     Health,
     AuditPage,
+    Reloaded,
+    history.StatsHistory,
+    names.SlackNames,
 )
 
 
@@ -319,6 +325,13 @@ def _audit_paths() -> Doc:
     return {"/v1/audit": {"get": get}}
 
 
+def _reload_paths() -> Doc:
+    problems = _json("the file has problems (in details, as check-config prints them); nothing changed", Problem)
+    answers = {"200": _json("the configuration file, read and in force", Reloaded), "422": problems}
+    summary = "Read the configuration file again, without a restart (this replica)"
+    return {"/v1/reload": {"post": _post(ReloadRequest, summary, answers, required=False)}}
+
+
 def _ops_paths() -> Doc:
     text = {"description": "Prometheus text", "content": {"text/plain": {"schema": {"type": "string"}}}}
     return {
@@ -359,7 +372,7 @@ def _ops_paths() -> Doc:
 def spec() -> Doc:
     """The OpenAPI 3.1 document of the gateway (the front doors' part from ``slack_compat.openapi``)."""
     paths = {**_event_paths(), **_limits_paths(), **_alert_paths(), **_window_paths(), **_audit_paths()}
-    paths.update(_ops_paths())
+    paths.update({**_ops_paths(), **history.paths(), **names.paths(), **_reload_paths()})
     return {
         "openapi": "3.1.0",
         "info": {

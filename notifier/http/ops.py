@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from ..errors import StoreFull
 from .answers import FULL, json_response
@@ -16,11 +16,14 @@ READY_LIFE_MS = 10_000  # the probe's key expires by itself
 
 
 async def healthz(request: web.Request) -> web.StreamResponse:
-    """200 while the process serves (never waits for the store), with the configuration it runs and
-    the state of its Socket Mode connection."""
+    """200 while the process serves (never waits for the store), with the configuration it runs, the
+    state of its Socket Mode connection and, after a reload that found problems, those problems."""
     gateway = request.app.get(GATEWAY)
     socket_mode = gateway.socket_mode_status if gateway is not None else "off"
-    return json_response({"status": "ok", "config": request.app[METRICS].config, "socket_mode": socket_mode})
+    answer: dict[str, object] = {"status": "ok", "config": request.app[METRICS].config, "socket_mode": socket_mode}
+    if gateway is not None and gateway.config_error:
+        answer["config_error"] = gateway.config_error
+    return json_response(answer)
 
 
 async def readyz(request: web.Request) -> web.StreamResponse:
@@ -39,5 +42,5 @@ async def readyz(request: web.Request) -> web.StreamResponse:
 
 async def metrics(request: web.Request) -> web.StreamResponse:
     """Prometheus text."""
-    body = generate_latest(request.app[METRICS].registry)
+    body = request.app[METRICS].exposition()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

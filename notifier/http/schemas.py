@@ -18,6 +18,12 @@ class CategoryCounts(BaseModel):
     dropped: int = Field(ge=0)
 
 
+class DestinationCounts(BaseModel):
+    delivered: int = Field(ge=0, description="messages it took (counted from this version on)")
+    dead: int = Field(ge=0, description="messages dead-lettered there")
+    paused_until: str | None = Field(description="until when a 429 pauses it (ISO 8601 UTC), or null")
+
+
 class Stats(BaseModel):
     """``GET /v1/stats``: totals shared by all replicas; past the cap, ``(other)`` sums the rest of a
     level's values (and of the categories)."""
@@ -31,6 +37,9 @@ class Stats(BaseModel):
         description="per level below the root, per value: an event counts under its value at every level"
     )
     folded: int = Field(0, ge=0, description="admitted events summed up in a folded message after an outage")
+    destinations: dict[str, DestinationCounts] = Field(
+        default_factory=dict, description="per destination, by name (the first is the default)"
+    )
 
 
 class RuleUse(BaseModel):
@@ -155,6 +164,19 @@ class RequeueRequest(BaseModel):
     via: Literal["api", "console", "cli"] = Field("api", description="the face it was made from, for the audit log")
 
 
+class ReloadRequest(BaseModel):
+    """``POST /v1/reload``: no body, or an empty object (the file is the configuration's own)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Reloaded(BaseModel):
+    """``POST /v1/reload``: the configuration now in force."""
+
+    status: Literal["reloaded"]
+    config: str = Field(description="the SHA-256 of the configuration the replica runs now")
+
+
 class Requeued(BaseModel):
     status: Literal["requeued"]
     count: int = Field(ge=0)
@@ -246,6 +268,10 @@ class Health(BaseModel):
     status: str
     socket_mode: str | None = Field(
         None, description="/healthz: connected, connecting, off, or why the last attempt failed (refused: ...)"
+    )
+    config_error: list[str] | None = Field(
+        None,
+        description="/healthz: the problems of the configuration file's last reload (the replica runs the one before)",
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -14,6 +14,7 @@ from ..gateway_ts import GatewayTs
 from ..metrics import Metrics
 from ..settings import Settings
 from ..slack.socket_mode import SocketMode
+from ..slack.workspaces import Workspaces
 from ..store.audit import Audit
 from ..store.client import Store
 from ..store.keys import Keys
@@ -36,12 +37,15 @@ class Gateway:
     sent: GatewayTs  # the gateway ts of front-door messages, and what became of each
     control_key: ControlKey  # seals the controls of messages; a click must bring its seal back
     audit: Audit  # every change, who made it and from where (store/audit.py)
-    socket_mode: SocketMode | None = None  # Slack's clicks over a WebSocket (NOTIFIER_SLACK_APP_TOKEN)
+    workspaces: Workspaces = field(default_factory=lambda: Workspaces([], False))  # the Slack destinations
+    config_error: list[str] = field(default_factory=list)  # the last reload's problems (reload.py); [] when it read
+    destinations: tuple[str, ...] = ()  # their names, in the file's order (the first is the default)
+    socket_modes: list[SocketMode] = field(default_factory=list)  # clicks over a WebSocket, one per workspace
 
     @property
     def socket_mode_status(self) -> str:
-        """``connected``, ``connecting``, ``off``, or why the last attempt failed."""
-        return self.socket_mode.status if self.socket_mode is not None else "off"
+        """``connected``, ``connecting``, ``off``, or why the last attempt failed (the first workspace's)."""
+        return self.socket_modes[0].status if self.socket_modes else "off"
 
 
 SETTINGS = web.AppKey("settings", Settings)

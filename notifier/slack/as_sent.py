@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .messages import Message
+from ..destinations.base import Message
 
 # What a client's message may carry to Slack (``chat.postMessage``; ``chat.update`` takes fewer).
 POSTED = (

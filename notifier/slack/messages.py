@@ -12,10 +12,10 @@ whatever the input: https://api.slack.com/reference/block-kit/blocks
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..destinations.base import Block, Message
 from ..outbox import DigestEntry, HeldEntry, WindowEntry
 from ..rules import format_duration
 from .controls import (
@@ -29,6 +29,8 @@ from .controls import (
     mute_control,
     unmute_button,
 )
+from .views import FIRING_AGAIN, edited_view, escalation_view, event_view, note_view, reply_view
+from .views import RESOLVED as RESOLVED_HEAD
 
 SECTION_TEXT = 3000  # characters in one section's text
 FIELD_TEXT = 2000  # characters in one field of a section
@@ -36,22 +38,6 @@ FIELDS = 10  # fields per section
 BLOCKS = 50  # blocks per message
 MESSAGE_TEXT = 40_000  # characters of the top-level (fallback) text
 _ICONS = {"info": ":information_source:", "warning": ":warning:", "error": ":x:", "critical": ":rotating_light:"}
-
-Block = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Message:
-    """One Slack message: a plain-text fallback and Block Kit blocks."""
-
-    channel: str
-    text: str
-    blocks: list[Block] = field(default_factory=list)
-    thread_ts: str | None = None  # a reply in the thread of this message
-    # A front-door client's own fields (text, blocks, attachments, username, ...), posted as sent:
-    # they take the place of the gateway's (``text`` and ``blocks`` above then only show it on the console).
-    sent: Mapping[str, Any] = field(default_factory=dict)
-    shape: str = ""  # the template that shaped it ("": the built-in shape)
 
 
 def escape(text: str) -> str:
@@ -157,8 +143,11 @@ def event_message(channel: str, event: dict[str, Any], state: MessageState | Non
     if state.resolved:
         blocks.insert(0, section(RESOLVED))
         text = "Resolved: " + text
-    text = fit_text("\n".join([text, *state_lines(state)]))
-    return with_state(Message(channel, text), blocks, state, str(event["category"]))
+    lines = state_lines(state)
+    view = event_view(event, lines, RESOLVED_HEAD if state.resolved else "", state.resolved)
+    return with_state(
+        Message(channel, fit_text("\n".join([text, *lines])), view=view), blocks, state, str(event["category"])
+    )
 
 
 def shaped_message(channel: str, own: list[Block], text: str, event: dict[str, Any], state: MessageState) -> Message:
@@ -173,15 +162,17 @@ def shaped_message(channel: str, own: list[Block], text: str, event: dict[str, A
     lines = state_lines(state)
     text = cut(text, MESSAGE_TEXT - len("Resolved: ") - sum(len(line) + 1 for line in lines))  # the lines stay
     text = fit_text("\n".join(["Resolved: " + text if state.resolved else text, *lines]))
-    return with_state(Message(channel, text), own, state, str(event["category"]), kept)
+    view = event_view(event, lines, RESOLVED_HEAD if state.resolved else "", state.resolved)  # the view has no template
+    return with_state(Message(channel, text, view=view), own, state, str(event["category"]), kept)
 
 
 def with_state(
     message: Message, own: list[Block], state: MessageState, category: str, kept: list[Block] | None = None
 ) -> Message:
-    """``message`` with its own blocks, ``kept`` and the state's, cutting its own so that all fit in 50."""
+    """``message`` (its view kept) with its own blocks, ``kept`` and the state's, cut so that all fit in 50."""
     added = (kept or []) + state_blocks(state, category)
-    return Message(message.channel, message.text, own[: BLOCKS - len(added)] + added, message.thread_ts)
+    blocks = own[: BLOCKS - len(added)] + added
+    return Message(message.channel, message.text, blocks, message.thread_ts, view=message.view)
 
 
 def state_lines(state: MessageState) -> list[str]:
@@ -246,9 +237,10 @@ def acknowledged_line(by: str, at_us: int) -> str:
 
 def reply_message(channel: str, thread_ts: str | None, event: dict[str, Any], reopened: bool = False) -> Message:
     """An alert's resolution (or its firing again), as a reply in the thread of its message (or on its own)."""
-    icon, head = (":rotating_light:", "Firing again") if reopened else (":white_check_mark:", "Resolved")
+    icon, head = (":rotating_light:", FIRING_AGAIN) if reopened else (":white_check_mark:", RESOLVED_HEAD)
     text = fit_text(f"{icon} {head}: {event_text(event)}")
-    return Message(channel, text, [section(f"{icon} *{head}*"), *event_blocks(event)][:BLOCKS], thread_ts)
+    blocks = [section(f"{icon} *{head}*"), *event_blocks(event)][:BLOCKS]
+    return Message(channel, text, blocks, thread_ts, view=reply_view(event, reopened))
 
 
 def escalation_message(channel: str, thread_ts: str | None, text: str, event: dict[str, Any] | None) -> Message:
@@ -261,13 +253,15 @@ def escalation_message(channel: str, thread_ts: str | None, text: str, event: di
     if thread_ts is None and event is not None:
         lines.append(fit(f"{event.get('category', '')}: {event.get('text', '')}", SECTION_TEXT - 1000))
     body = "\n".join(lines)
-    return Message(channel, fit_text(body), [section(body[:SECTION_TEXT])], thread_ts)
+    view = escalation_view(text, event, lines[1] if len(lines) > 1 else "")
+    return Message(channel, fit_text(body), [section(body[:SECTION_TEXT])], thread_ts, view=view)
 
 
 def edited_message(channel: str, base: list[Block], text: str, state: MessageState, category: str) -> Message:
     """A message clicked in Slack, as it was (``base``, its own state blocks removed) with its new state."""
-    text = fit_text("\n".join([text, *state_lines(state)]))
-    return with_state(Message(channel, text), base, state, category)
+    lines = state_lines(state)
+    view = edited_view(text, category, lines, state.resolved)
+    return with_state(Message(channel, fit_text("\n".join([text, *lines])), view=view), base, state, category)
 
 
 def digest_message(entry: DigestEntry) -> Message:
@@ -280,8 +274,9 @@ def digest_message(entry: DigestEntry) -> Message:
     noun = "notification" if entry.total == 1 else "notifications"
     span = format_duration(max(1000, round((entry.until_us - entry.since_us) / 1e6) * 1000))
     head = f"Suppressed {entry.total} {noun} in the last {span}: "
-    text = head + _per_category(entry.counts, entry.more_categories, entry.more_count, entry.unnamed, len(head))
-    return Message(entry.channel, text, [section(text)])
+    per = _per_category(entry.counts, entry.more_categories, entry.more_count, entry.unnamed, len(head))
+    text = head + per
+    return Message(entry.channel, text, [section(text)], view=note_view(head.removesuffix(": "), per))
 
 
 def _per_category(counts: list[tuple[str, int]], more_categories: int, more_count: int, unnamed: int, used: int) -> str:
@@ -314,10 +309,11 @@ def held_message(entry: HeldEntry) -> Message:
     per = _per_category(entry.counts, entry.more_categories, entry.more_count, entry.unnamed, len(head + dropped) + 3)
     summary = head + (f" ({per})" if per else "") + dropped
     blocks = [section(summary)]
-    if entry.quotes:
-        lines = [f"> [{escape(q.severity)}] {escape(q.category)}: {fit(q.text, QUOTE)}" for q in entry.quotes]
-        blocks.append(section("Latest held:\n" + "\n".join(lines)))
-    return Message(entry.channel, fit_text(summary), blocks)
+    quotes = [f"[{escape(q.severity)}] {escape(q.category)}: {fit(q.text, QUOTE)}" for q in entry.quotes]
+    if quotes:
+        blocks.append(section("Latest held:\n" + "\n".join(f"> {quote}" for quote in quotes)))
+    view = note_view(head, summary.removeprefix(head).lstrip(" "), quotes)
+    return Message(entry.channel, fit_text(summary), blocks, view=view)
 
 
 def window_message(entry: WindowEntry) -> Message:
@@ -325,12 +321,13 @@ def window_message(entry: WindowEntry) -> Message:
     name = fit(entry.window, WINDOW_NAME)
     if entry.phase == "start":
         until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(entry.until_us / 1e6))
-        text = f":construction: Maintenance window {name} started (until {until})"
+        icon, sentence = ":construction:", f"Maintenance window {name} started (until {until})"
     else:
-        text = f":white_check_mark: Maintenance window {name} ended"
-    if entry.note:
-        text += ": " + fit(entry.note, SECTION_TEXT - len(text) - 2)
-    return Message(entry.channel, text, [section(text)])
+        icon, sentence = ":white_check_mark:", f"Maintenance window {name} ended"
+    text = f"{icon} {sentence}"
+    note = fit(entry.note, SECTION_TEXT - len(text) - 2) if entry.note else ""
+    text += f": {note}" if note else ""
+    return Message(entry.channel, text, [section(text)], view=note_view(sentence, note))
 
 
 def _rest(categories: int, count: int, unnamed: int) -> str:

@@ -13,16 +13,18 @@ import itertools
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from ..destinations.base import Message, Posted, Sink
+from ..destinations.spec import Destination, from_settings
 from ..errors import DeliveryError, MessageGone, Permanent, RateLimited, Transient
+from ..rules import Rule, Rules
 from ..settings import Settings
-from .messages import Message
 
 # Slack error codes worth trying again; anything else is the message's or the setup's fault.
 TRANSIENT_ERRORS = {
@@ -37,39 +39,19 @@ GONE_ERRORS = {"message_not_found", "thread_not_found", "cant_update_message"}
 _NETWORK = (SlackClientError, aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
 
-class Posted(NamedTuple):
-    """Where Slack put a message: the channel id it answered (not the name) and the ``ts``."""
-
-    channel_id: str
-    ts: str
-
-
-class Sink(Protocol):
-    """Something that takes messages: Slack's Web API, a webhook, the console."""
-
-    name: str
-    paced: bool  # keep the per-channel pace (Slack does; stdout does not)
-    edits: bool  # can edit a posted message and reply in its thread
-
-    async def post(self, message: Message) -> Posted:
-        """Post ``message``; raises a ``DeliveryError`` when it was not taken."""
-
-    async def update(self, posted: Posted, message: Message) -> None:
-        """Replace the content of a posted message (only where :attr:`edits`)."""
-
-
 class SlackApiSink:
     """Posts with ``chat.postMessage`` and edits with ``chat.update``, using a bot token."""
 
     name = "slack_api"
     paced = True
     edits = True
+    threads = True
 
-    def __init__(self, settings: Settings, session: aiohttp.ClientSession) -> None:
-        base_url = settings.slack_api_url.rstrip("/") + "/"
-        self._client = AsyncWebClient(
-            token=settings.slack_bot_token, base_url=base_url, session=session, timeout=10, retry_handlers=[]
-        )
+    def __init__(self, destination: Destination, session: aiohttp.ClientSession, rate: Rules) -> None:
+        self.rate = destination.rate or rate
+        token = destination.bot_token.get_secret_value() if destination.bot_token else None
+        base_url = destination.api_url.rstrip("/") + "/"
+        self._client = AsyncWebClient(token=token, base_url=base_url, session=session, timeout=10, retry_handlers=[])
 
     async def post(self, message: Message) -> Posted:
         answer = await self._call(
@@ -112,11 +94,12 @@ class WebhookSink:
     name = "slack_webhook"
     paced = True
     edits = False
+    threads = False
 
-    def __init__(self, settings: Settings, session: aiohttp.ClientSession) -> None:
-        self._client = AsyncWebhookClient(
-            str(settings.slack_webhook_url), session=session, timeout=10, retry_handlers=[]
-        )
+    def __init__(self, destination: Destination, session: aiohttp.ClientSession, rate: Rules) -> None:
+        self.rate = destination.rate or rate
+        url = destination.url.get_secret_value() if destination.url else ""
+        self._client = AsyncWebhookClient(url, session=session, timeout=10, retry_handlers=[])
 
     async def post(self, message: Message) -> Posted:
         try:
@@ -142,6 +125,8 @@ class ConsoleSink:
     name = "console"
     paced = False  # stdout has no rate limit; print as soon as admitted
     edits = True  # edits and replies are printed as lines of their own
+    threads = True
+    rate: tuple[Rule, ...] = ()
 
     def __init__(self) -> None:
         self._serial = itertools.count(1)
@@ -180,8 +165,9 @@ def _classify(status: int, headers: Any, error: str) -> DeliveryError:
 
 def make_sink(settings: Settings, session: aiohttp.ClientSession) -> Sink:
     """The sink the settings ask for: bot token, webhook, else the console."""
-    if settings.slack_bot_token:
-        return SlackApiSink(settings, session)
-    if settings.slack_webhook_url:
-        return WebhookSink(settings, session)
+    destination = from_settings(settings)
+    if destination.kind == "slack":
+        return SlackApiSink(destination, session, settings.channel_rate)
+    if destination.kind == "slack-webhook":
+        return WebhookSink(destination, session, settings.channel_rate)
     return ConsoleSink()

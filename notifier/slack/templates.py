@@ -24,6 +24,7 @@ from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.blocks import Block as SdkBlock
 
 from ..config import TemplateConfig
+from ..destinations.base import Block, Message
 from ..errors import ConfigError, TemplateError
 from ..models import ANONYMOUS
 from ..outbox import Entry, EventEntry
@@ -32,14 +33,12 @@ from .messages import (
     FIELD_TEXT,
     FIELDS,
     SECTION_TEXT,
-    Block,
-    Message,
     MessageState,
     cut,
     event_message,
     shaped_message,
 )
-from .renderer import Renderer, Report
+from .renderer import RENDER_SECONDS, Renderer, Report
 from .sandbox import URL_KEYS, is_url
 
 HEADER_TEXT, MARKDOWN_TEXT, CONTEXT_ELEMENTS, ACTIONS_ELEMENTS = 150, 12_000, 10, 25  # Block Kit
@@ -124,6 +123,18 @@ class Templates:
         """Stop the render process."""
         if self._renderer is not None:
             self._renderer.close()
+
+    def reload(self, templates: Mapping[str, TemplateConfig]) -> None:
+        """Take a reloaded configuration's templates from the next render on.
+
+        The old render process is stopped once a render in progress there has had its time.
+        """
+        old = self._renderer
+        self._names = tuple(templates)
+        self._renderer = Renderer({n: (t.text, t.blocks) for n, t in templates.items()}) if templates else None
+        self._plain = Recent(MAX_REMEMBERED)  # the new blocks deserve a try
+        if old is not None:
+            asyncio.get_running_loop().call_later(RENDER_SECONDS * 2, old.close)
 
     def _fail(self, name: str, reason: str, entry_id: str) -> None:
         if self._counted.add(entry_id):  # once per event

@@ -33,10 +33,10 @@ MAX_SCANNED = 20_000  # entries one page looks through at most; past them, "next
 class Change:
     """One change to record: what was done (``action``), to what, by whom, from which face."""
 
-    action: str  # override.put, override.delete, window.open, window.end, ack, unack, requeue
+    action: str  # override.put, override.delete, window.open, window.end, ack, unack, requeue, reload
     target: Mapping[str, Any]
     by: str  # a token's name; slack:<user id> for a click
-    via: str  # api, console, cli or slack
+    via: str  # api, console, cli, slack, or file (a reload by signal or by the file's change)
     before: Any = None
     after: Any = None
 

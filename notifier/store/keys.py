@@ -34,7 +34,7 @@ class Keys:
         self.window_keys = [self.windows, self.overrides_version]
         self.edits = base + "edits"
         self.edits_claimed = base + "edits:claimed"
-        self.update_pace = base + "pace:*update"
+        self.update_pace = base + "slots:*update"
         self.update_cooldown = base + "cooldown:*update"
         # Open alerts: record key -> first seen (us), -> end of its window (us), and
         # dedup_key digest -> record key, for GET /v1/alerts and acknowledgements.
@@ -98,11 +98,36 @@ class Keys:
         what became of it, where Slack put it, its latest update."""
         return f"{self.base}sent:{_safe(ts)}"
 
+    def history(self, minute: int) -> str:
+        """The snapshot of the outcome counters at the start of one minute (unix minutes; store/history.py)."""
+        return f"{self.base}history:{minute}"
+
+    def name(self, slack_id: str) -> str:
+        """A Slack user's or channel's name, as Slack gave it, kept a while (slack/names.py)."""
+        return f"{self.base}name:{slack_id}"
+
+    def names_asked(self, minute: int) -> str:
+        """How many names the fleet asked of Slack in one minute (unix minutes; slack/names.py)."""
+        return f"{self.base}names:asked:{minute}"
+
     def suppressed(self, channel: str) -> str:
         return f"{self.base}digest:sup:{channel}"
 
     def pace(self, channel: str) -> str:
-        return f"{self.base}pace:{channel}"
+        """The last send slots of a channel (a channel value, or its Slack id: pacing.py)."""
+        return f"{self.base}slots:{channel}"
+
+    def update_pace_of(self, destination: str) -> str:
+        """The edit budget's last slots of one destination (a Slack workspace) among several."""
+        return f"{self.update_pace}:{destination}"
+
+    def cooldown_of(self, destination: str) -> str:
+        """A pause of a whole destination (several destinations; one: ``cooldown_all``)."""
+        return f"{self.cooldown_all}:{destination}"
+
+    def channel_ids(self) -> str:
+        """Slack channel name -> id, learnt from Slack's answers to posts (pacing.py), per destination."""
+        return f"{self.base}channel-ids"
 
     def cooldown(self, channel: str) -> str:
         return f"{self.base}cooldown:{channel}"

@@ -26,6 +26,7 @@ NAMES = (
     "ts",
     "update",
     "note",
+    "history",
 )
 
 
@@ -80,6 +81,7 @@ class Scripts:
     ts: AsyncScript
     update: AsyncScript
     note: AsyncScript
+    history: AsyncScript
 
     def __init__(self, client: Any, flags: bool = False) -> None:
         """``flags``: declare each script's flags (Redis 7 and later; not the embedded store)."""

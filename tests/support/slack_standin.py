@@ -42,7 +42,8 @@ Content checks come before rate limits, so a refused message is recorded even wh
 
 Socket Mode: ``SlackStandin(socket_mode=SocketModeStandin())`` (``socket_mode_standin.py``) also
 answers ``apps.connections.open`` under ``api_url`` and serves the WebSockets it hands out; that
-module says what it enforces.
+module says what it enforces. ``users.info`` and ``conversations.info`` answer from ``directory``
+(``slack_directory.py``): the users a test adds, and the channels named so far.
 
 Each accepted message keeps what its sender gave: text and blocks (``Received.text``/``blocks``,
 current after edits), ``attachments``, ``username``, ``icon_emoji``, ``icon_url`` and the
@@ -84,6 +85,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from aiohttp import web
+from slack_directory import Directory
 from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.blocks import Block
 from slack_sdk.signature import SignatureVerifier
@@ -431,9 +433,13 @@ class SlackStandin:
         update_rate: tuple[int, float] | None = (50, 60),
         post_latency: float = 0.0,
         socket_mode: SocketModeStandin | None = None,
+        token: str = TOKEN,
+        team_id: str = TEAM_ID,
     ) -> None:
         self.post_rate, self.update_rate = post_rate, update_rate
+        self.token, self.team_id = token, team_id  # one workspace: its bot token, its team id (auth.test)
         self.socket_mode = socket_mode  # Slack's Socket Mode, served here too when given
+        self.directory = Directory(token)  # users.info and conversations.info (slack_directory.py)
         self.post_latency = post_latency  # seconds each postMessage takes before it is answered (and stored)
         self.in_flight = 0  # postMessage calls received and not yet answered
         self.messages: list[Received] = []
@@ -578,8 +584,10 @@ class SlackStandin:
         app = web.Application()
         app.router.add_post("/api/chat.postMessage", self._post_message)
         app.router.add_post("/api/chat.update", self._update)
+        app.router.add_post("/api/auth.test", self._auth_test)
         if self.socket_mode is not None:  # before the catch-all below, which answers unknown_method
             self.socket_mode.add_routes(app)
+        self.directory.add_routes(app)
         app.router.add_post("/api/{method}", self._unknown_method)
         app.router.add_post("/services/{path:.*}", self._webhook)
         self._runner = web.AppRunner(app, access_log=None)
@@ -605,12 +613,20 @@ class SlackStandin:
     async def _update(self, request: web.Request) -> web.Response:
         return await self._api_call(request, "chat.update", self._update_script, self.update_calls, self._accept_update)
 
+    async def _auth_test(self, request: web.Request) -> web.Response:
+        try:
+            await _read_api_body(request, self.token)
+        except Rejection as rejection:
+            return web.json_response({"ok": False, "error": rejection.error})
+        answer = {"team_id": self.team_id, "team": "standin", "user_id": BOT_USER_ID, "bot_id": BOT_ID}
+        return web.json_response({"ok": True, "url": "https://standin.slack.com/", **answer})
+
     async def _unknown_method(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": False, "error": "unknown_method"}, status=404)
 
     async def _api_call(self, request: web.Request, method: str, script: list, log: list, accept) -> web.Response:
         try:
-            body = await _read_api_body(request)
+            body = await _read_api_body(request, self.token)
         except Rejection as rejection:
             return self._refuse_api(method, rejection, {}, log)
         scripted = self._scripted_api(self._next_answer(script), log)
@@ -707,9 +723,12 @@ class SlackStandin:
 
     def _resolve_channel(self, channel: object) -> str:
         try:
-            return channel_id_for(str(channel or ""))
+            found = channel_id_for(str(channel or ""))
         except ValueError:
             raise Rejection("channel_not_found", f"no channel {channel!r}") from None
+        if found != channel:  # a name: conversations.info names the id from now on
+            self.directory.add_channel(found, str(channel).lower())
+        return found
 
     def _thread_root(self, channel_id: str, thread_ts: object) -> str | None:
         if thread_ts in (None, ""):
@@ -814,7 +833,7 @@ class SlackStandin:
             "user": BOT_USER_ID,
             "bot_id": BOT_ID,
             "app_id": APP_ID,
-            "team": TEAM_ID,
+            "team": self.team_id,
             "ts": message.ts,
             "blocks": _with_block_ids(message.blocks),
         }
@@ -828,7 +847,7 @@ class SlackStandin:
         return shown
 
 
-async def _read_api_body(request: web.Request) -> dict:
+async def _read_api_body(request: web.Request, expected: str = TOKEN) -> dict:
     """The Web API arguments (JSON body or form), with ``blocks`` decoded; checks the token."""
     try:
         if request.content_type == "application/json":
@@ -841,7 +860,7 @@ async def _read_api_body(request: web.Request) -> dict:
         raise Rejection("invalid_json", "the body is not valid JSON") from None
     if not isinstance(body, dict):
         raise Rejection("invalid_json", "the body is not a JSON object")
-    _check_token(request.headers.get("Authorization", ""), token)
+    _check_token(request.headers.get("Authorization", ""), token, expected)
     for name in ("blocks", "attachments"):  # form posts (and some JSON ones) carry them as JSON strings
         if isinstance(body.get(name), str):
             try:
@@ -851,11 +870,11 @@ async def _read_api_body(request: web.Request) -> dict:
     return body
 
 
-def _check_token(authorization: str, form_token: str | None) -> None:
+def _check_token(authorization: str, form_token: str | None, expected: str = TOKEN) -> None:
     token = authorization.removeprefix("Bearer ") if authorization.startswith("Bearer ") else form_token
     if not token:
         raise Rejection("not_authed", "no token")
-    if token != TOKEN:
+    if token != expected:
         raise Rejection("invalid_auth", "wrong token")
 
 

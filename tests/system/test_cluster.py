@@ -191,7 +191,7 @@ def test_gateway_on_cluster_admits_exactly_and_keeps_one_slot(cluster, launch, s
     try:
         keys = keys_of(client, prefix)
         base = f"{prefix}:{{{prefix}}}:"
-        assert {base + "log:global", base + "outbox", base + "stats", base + "pace:#alerts"} <= set(keys)
+        assert {base + "log:global", base + "outbox", base + "stats", base + "slots:#alerts"} <= set(keys)
         slots = {client.keyslot(k) for k in keys}
         assert len(slots) == 1, slots
         assert client.cluster_keyslot(keys[0]) == slots.pop()  # the server agrees with redis-py

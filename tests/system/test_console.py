@@ -148,6 +148,7 @@ def test_assets_are_package_data_of_the_installed_package():
     folder = resources.files("notifier").joinpath("console")
     names = {entry.name for entry in folder.iterdir()}
     assert {"index.html", "console.js", "api.js", "dom.js", "panels.js", "console.css", "favicon.ico"} <= names
+    assert {"chart.js", "names.js", "audit.js", "uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE"} <= names
 
 
 # --- what the page shows, and that it follows changes ---

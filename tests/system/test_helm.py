@@ -104,6 +104,8 @@ SCHEMA_REFUSES = [  # values -> what helm's refusal names
     ({"redis": {"url": "redis://r:6379", "cluster": True, "sentinels": ["s:26379"]}}, "/redis/sentinels"),
     ({"redis": {"minReplica": 1}}, "'minReplica'"),
     ({"replicas": 3}, "'replicas'"),
+    ({"workers": 0}, "/workers"),
+    ({"workers": "all"}, "/workers"),
     ({"config": "levels: []"}, "/config"),
     ({"env": {"notifier-log-level": "DEBUG"}}, "'notifier-log-level'"),
     ({"env": {"NOTIFIER_LOG_LEVEL": {"level": "DEBUG"}}}, "/env"),
@@ -121,6 +123,7 @@ CHART_REFUSES = [  # what a JSON schema cannot say: the chart's own checks (temp
     ({"redis": {"url": "redis://r:6379", "passwordKey": "REDIS_PASSWORD"}}, "redis.passwordKey"),
     ({"redis": {"url": "redis://:pw@r:6379", "passwordKey": "P"}, "secrets": {"P": "pw"}}, "redis.url"),
     ({"terminationGracePeriodSeconds": 24, "preStopSleepSeconds": 5}, "terminationGracePeriodSeconds"),
+    ({"workers": 2}, "workers: more than 1 needs redis.url or redis.sentinels"),
 ]
 
 

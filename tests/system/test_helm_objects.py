@@ -186,12 +186,15 @@ def checksums(objects: list[dict]) -> dict[str, str]:
     return {k: v for k, v in annotations.items() if k.startswith("checksum/")}
 
 
-def test_a_change_of_the_configuration_or_the_secrets_rolls_the_pods(tmp_path):
+def test_a_change_of_the_secrets_rolls_the_pods_and_one_of_the_configuration_only_when_asked(tmp_path):
     base = {"config": {"routes": [{"match": {"category": "db"}, "channel": "#db"}]}, "secrets": {"A": "1"}}
     before = checksums(rendered(None, tmp_path, **base))
     assert checksums(rendered(None, tmp_path, **base)) == before  # the same values: no rollout
     moved = checksums(rendered(None, tmp_path, **{**base, "config": {"routes": []}}))
-    assert moved["checksum/config"] != before["checksum/config"]
+    assert moved == before and "checksum/config" not in moved  # the gateways reload the mounted file
+    asked = {**base, "rollOnConfigChange": True}
+    rolled = checksums(rendered(None, tmp_path, **{**asked, "config": {"routes": []}}))
+    assert rolled["checksum/config"] != checksums(rendered(None, tmp_path, **asked))["checksum/config"]
     rotated = checksums(rendered(None, tmp_path, **{**base, "secrets": {"A": "2"}}))
     assert rotated["checksum/secrets"] != before["checksum/secrets"]
 
@@ -218,3 +221,11 @@ def test_the_app_token_of_socket_mode_is_a_secret_of_the_pods(tmp_path):
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert {"secretRef": {"name": secret["metadata"]["name"]}} in container["envFrom"]
     assert token not in yaml.safe_dump(deployment)  # only the Secret holds it
+
+
+def test_one_gateway_process_per_pod_unless_asked(tmp_path):
+    # Kubernetes scales by pods: NOTIFIER_WORKERS stays 1 unless workers (or env) says otherwise.
+    assert env_values(rendered(None, tmp_path))["NOTIFIER_WORKERS"] == "1"
+    with_redis = {"redis": {"url": "redis://redis:6379/0"}}
+    assert env_values(rendered(None, tmp_path, workers="auto", **with_redis))["NOTIFIER_WORKERS"] == "auto"
+    assert env_values(rendered(None, tmp_path, env={"NOTIFIER_WORKERS": 2}))["NOTIFIER_WORKERS"] == "2"

@@ -50,10 +50,13 @@ TABLE = [
     Kind(r"alert:[^:]+:[0-9a-f]{32}", TTL, "admit.lua record_admitted/reopen, handover.lua"),
     Kind(r"sent:(?!last$).+", TTL, "admit.lua note_sent, note.lua, update.lua: PEXPIRE"),
     Kind(r"msg:[^:]+:.+", TTL, "mark.lua: PEXPIRE when created"),
-    Kind(r"pace:.+", TTL, "pace.lua: SET PX"),
+    Kind(r"slots:.+", TTL, "pace.lua: PEXPIRE"),
     Kind(r"cooldown:.+", TTL, "delivery/pacing.py: SET PX"),
     Kind(r"ready", TTL, "http/ops.py: SET PX READY_LIFE_MS"),
     Kind(r"restored:.+", TTL, "restore.lua: SET NX PX"),
+    Kind(r"history:[0-9]+", TTL, "history.lua: PEXPIRE 65 minutes when the minute is recorded"),
+    Kind(r"name:[A-Z0-9]+", TTL, "slack/names.py: SET PX a day (an id Slack does not know: an hour)"),
+    Kind(r"names:asked:[0-9]+", TTL, "slack/names.py: SET NX PX 2 minutes, then INCRBY"),
     Kind(r"outbox", DRAINED, "settle.lua: XACK + XDEL of each delivered, dead or folded entry"),
     Kind(r"audit", STREAM_TRIMMED, "store/audit.py: XADD MAXLEN + XTRIM MINID"),
     Kind(r"dead", STREAM_TRIMMED, "settle.lua: XADD MAXLEN NOTIFIER_DEAD_LETTERS_MAX; requeue.lua XDELs"),
@@ -66,6 +69,7 @@ TABLE = [
     Kind(r"alerts:index", TIME_TRIMMED, "timers.lua sweep, admit.lua closed: HDEL with alerts:ends"),
     Kind(r"timers", TIME_TRIMMED, "timers.lua: ZREM after the last step or once the record is gone"),
     Kind(r"attempts", FIXED, "settle.lua: HDEL of each settled entry's field"),
+    Kind(r"channel-ids", FIXED, "delivery/channels.py: HSET only while under MAX_IDS fields"),
     Kind(r"stats", FIXED, "counts.lua: fields per category/value capped by NOTIFIER_MAX_CATEGORIES"),
     Kind(r"categories", FIXED, "counts.lua: SADD up to the cap"),
     Kind(r"values:.+", FIXED, "counts.lua: SADD up to the cap, one set per level"),
@@ -140,6 +144,7 @@ def workload(a: Gateway, b: Gateway, slack: SlackStandin) -> None:
     send(b, {"category": "db", "text": "cpu ok", "dedup_key": "cpu-1", "status": "resolved"})
     send(a, {"category": "db", "text": "cpu again", "dedup_key": "cpu-1"})  # reopened
     assert http("POST", a.url + "/v1/alerts/disk-1/ack", {"by": "ann"}, AUTH)[0] == 200
+    assert http("GET", b.url + "/v1/names?ids=U0ONCALL1,U0LEAD", headers=AUTH)[0] == 200  # asked of Slack, kept
     hook = http("POST", b.url + f"/services/T0/B0/{TOKEN}", {"text": "from a webhook"})
     assert hook[0] == 200, hook
     status, posted, _ = http("POST", a.url + "/api/chat.postMessage", {"channel": "#deploys", "text": "v1"}, AUTH)
@@ -225,10 +230,11 @@ def test_streams_are_drained_and_claims_named(scans):
 def test_the_workload_wrote_every_kind_it_should(scans):
     """A table nobody exercises proves nothing: the workload reaches these kinds."""
     seen = {kind.pattern for found in scans for key in found.keys if (kind := kind_of(key, TABLE + UNBOUNDED))}
-    expected = [r"log:[^|]+(\|.+)?", r"alert:[^:]+:[0-9a-f]{32}", r"sent:(?!last$).+", r"pace:.+", r"outbox"]
+    expected = [r"log:[^|]+(\|.+)?", r"alert:[^:]+:[0-9a-f]{32}", r"sent:(?!last$).+", r"slots:.+", r"outbox"]
     expected += [r"stats", r"categories", r"overrides", r"windows", r"held", r"timers", r"dead", r"ready"]
     expected += [r"held:[0-9a-f]{24}:(sum|cats|latest|alerts)", r"alerts:open", r"alerts:index", r"sent:last"]
     expected += [r"digest:due", r"digest:sup:.+", r"values:.+", r"alerts:ends", r"audit"]
+    expected += [r"history:[0-9]+", r"name:[A-Z0-9]+", r"names:asked:[0-9]+"]
     assert [pattern for pattern in expected if pattern not in seen] == []
 
 

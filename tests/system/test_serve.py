@@ -67,6 +67,8 @@ def test_wheel_ships_the_lua_scripts_and_finds_them(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     scripts = sorted(p.name for p in (ROOT / "lua").glob("*.lua"))
     assert sorted(n.split("/")[-1] for n in names if n.startswith("notifier/lua/")) == scripts
+    console = sorted(p.name for p in (ROOT / "notifier" / "console").iterdir() if p.is_file())
+    assert sorted(n.split("/")[-1] for n in names if n.startswith("notifier/console/")) == console  # uPlot too
     target = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],

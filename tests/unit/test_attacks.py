@@ -256,7 +256,7 @@ async def test_allowed_hosts_add_names(make_doors):
     [(None, True), (ApiError(400, "not a control of this gateway"), True), (StoreUnavailable("down"), False)],
 )
 async def test_a_socket_mode_click_is_acknowledged_unless_the_store_could_not_record_it(monkeypatch, raised, acked):
-    async def act(gateway, payload):
+    async def act(gateway, payload, destination=""):
         if raised is not None:
             raise raised
         return {"status": "ok"}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 from builders import build_limiter
 from prometheus_client import generate_latest
 
@@ -75,3 +79,42 @@ async def test_decisions_are_counted_per_class():
     }
     # A reserved category is named, whatever the cap (here 1, taken by "noisy").
     assert 'notifier_events_total{category="payments",outcome="accepted"}' in series(metrics, "notifier_events_total")
+
+
+WORKER = """
+import sys
+from notifier.metrics import Metrics
+from notifier.models import Outcome
+from notifier.routing import Path
+from notifier.worker_metrics import Shared
+
+class Store:
+    failures, failovers, on_wait = 1, 0, None
+
+metrics = Metrics(max_categories=3)
+metrics.watch_store(Store())
+shared = Shared(metrics)
+for i in range(int(sys.argv[1])):
+    metrics.decisions.count(Path("#c", None, "db", ("",), (0,)), Outcome.DROPPED, "global", 0.5)
+metrics.decisions.count_folded("db")
+shared.share()
+shared.share()  # nothing new: nothing added twice
+sys.stdout.write(metrics.exposition().decode())
+"""
+
+
+def test_workers_share_what_one_process_counts_in_plain_ints(tmp_path):
+    """Two workers' decisions, folded events, admission times and store errors, summed by either."""
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    run = [
+        subprocess.run([sys.executable, "-c", WORKER, str(n)], env=env, capture_output=True, text=True) for n in (3, 4)
+    ]
+    assert all(done.returncode == 0 for done in run), run[-1].stderr
+    text = run[-1].stdout  # the second worker answers for both
+    shown = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line[:1] != "#"}
+    assert shown['notifier_events_total{category="db",outcome="dropped_global"}'] == 7
+    assert shown['notifier_events_total{category="db",outcome="folded"}'] == 2
+    assert shown["notifier_store_errors_total"] == 2
+    assert shown["notifier_admission_seconds_count"] == 7 and shown["notifier_admission_seconds_sum"] == 3.5
+    assert shown['notifier_admission_seconds_bucket{le="0.25"}'] == 0
+    assert shown['notifier_admission_seconds_bucket{le="1.0"}'] == 7

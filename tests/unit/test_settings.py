@@ -243,3 +243,43 @@ def test_an_app_token_is_an_app_level_one(monkeypatch):
     with pytest.raises(SettingsError, match="NOTIFIER_SLACK_APP_TOKEN: not an app-level token") as raised:
         load_settings()
     assert "xoxb-a-bot" not in str(raised.value)
+
+
+def test_workers_default_to_one_and_auto_is_the_usable_cpus(monkeypatch):
+    import os
+
+    assert load_settings().workers == 1
+    monkeypatch.setenv("NOTIFIER_REDIS_URL", "redis://127.0.0.1:6379/0")
+    monkeypatch.setenv("NOTIFIER_WORKERS", "auto")
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert load_settings().workers == usable
+    monkeypatch.setenv("NOTIFIER_WORKERS", " 3 ")
+    assert load_settings().workers == 3
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5", ""])
+def test_workers_that_are_not_a_count_of_processes_are_refused(monkeypatch, value):
+    monkeypatch.setenv("NOTIFIER_WORKERS", value)
+    with pytest.raises(SettingsError) as refused:
+        load_settings()
+    assert str(refused.value) == (
+        f"invalid setting NOTIFIER_WORKERS: {value.strip()!r} is not a number of worker processes: "
+        "give 1 or more, or auto (one per usable CPU)"
+    )
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc"])
+def test_serve_workers_refuses_what_is_not_a_count_before_starting_anything(value):
+    done = subprocess.run(
+        [sys.executable, "-m", "notifier", "serve", f"--workers={value}"], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"argument --workers: {value!r} is not a number of worker processes" in done.stderr, done.stderr
+
+
+def test_workers_need_a_store_they_share(monkeypatch):
+    monkeypatch.setenv("NOTIFIER_WORKERS", "2")
+    with pytest.raises(
+        SettingsError, match="NOTIFIER_WORKERS: the embedded store lives in one process; with 2 workers"
+    ):
+        load_settings()

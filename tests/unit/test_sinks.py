@@ -17,11 +17,11 @@ async def session():
 
 
 def api_sink(slack, session, token=TOKEN):
-    return SlackApiSink(load_settings(slack_bot_token=token, slack_api_url=slack.api_url), session)
+    return make_sink(load_settings(slack_bot_token=token, slack_api_url=slack.api_url), session)
 
 
 def webhook_sink(slack, session):
-    return WebhookSink(load_settings(slack_webhook_url=slack.webhook_url), session)
+    return make_sink(load_settings(slack_webhook_url=slack.webhook_url), session)
 
 
 MESSAGE = event_message("#alerts", {"category": "db", "text": "disk full", "severity": "error"})
@@ -66,7 +66,7 @@ async def test_unreachable_slack_is_transient(session):
 
     settings = load_settings(slack_bot_token=TOKEN, slack_api_url=f"http://127.0.0.1:{free_port()}/api/")
     with pytest.raises(Transient):
-        await SlackApiSink(settings, session).post(MESSAGE)
+        await make_sink(settings, session).post(MESSAGE)
 
 
 async def test_sink_choice(session, capsys):

@@ -53,7 +53,7 @@ def category_of(source: str, channel: str | None, policy: Policy) -> str:
 
 @functools.lru_cache(maxsize=1024)  # a storm's messages come from a few tokens to a few channels
 def _category(router: Router, source: str, channel: str) -> str:
-    route = router.match({"source": source, "channel": channel})
+    route = router.door_route(source, channel)
     named = route.category if route is not None and route.category else source
     return _NOT_CATEGORY.sub("_", named)[:64] or "slack"
 

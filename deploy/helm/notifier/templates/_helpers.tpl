@@ -85,6 +85,7 @@ NOTIFIER_REDIS_SENTINEL_MASTER: {{ $.Values.redis.sentinelMaster | quote }}
 NOTIFIER_REDIS_MIN_REPLICAS: {{ .Values.redis.minReplicas | quote }}
 {{- /* what the local limiter divides the limits by while the store is down (fail_open) */}}
 NOTIFIER_REPLICAS: {{ ternary .Values.autoscaling.maxReplicas .Values.replicaCount .Values.autoscaling.enabled | quote }}
+NOTIFIER_WORKERS: {{ include "notifier.text" .Values.workers | quote }}
 {{- end }}
 
 {{/* env and extraEnv as one list of EnvVar objects. */}}
@@ -112,7 +113,7 @@ that env and extraEnv do not name, then those. */}}
       key: {{ .Values.redis.passwordKey }}
 {{- end }}
 {{- $chart := include "notifier.chartEnv" . | fromYaml }}
-{{- range $name := list "NOTIFIER_HOST" "NOTIFIER_PORT" "NOTIFIER_CONFIG" "NOTIFIER_REDIS_URL" "NOTIFIER_REDIS_CLUSTER" "NOTIFIER_REDIS_SENTINELS" "NOTIFIER_REDIS_SENTINEL_MASTER" "NOTIFIER_REDIS_MIN_REPLICAS" "NOTIFIER_REPLICAS" }}
+{{- range $name := list "NOTIFIER_HOST" "NOTIFIER_PORT" "NOTIFIER_CONFIG" "NOTIFIER_REDIS_URL" "NOTIFIER_REDIS_CLUSTER" "NOTIFIER_REDIS_SENTINELS" "NOTIFIER_REDIS_SENTINEL_MASTER" "NOTIFIER_REDIS_MIN_REPLICAS" "NOTIFIER_REPLICAS" "NOTIFIER_WORKERS" }}
 {{- if and (hasKey $chart $name) (not (has $name $named)) }}
 - name: {{ $name }}
   value: {{ get $chart $name | quote }}
@@ -157,6 +158,9 @@ that env and extraEnv do not name, then those. */}}
 {{- end }}
 {{- if and .Values.autoscaling.enabled (not (or .Values.autoscaling.targetCPUUtilizationPercentage .Values.autoscaling.targetMemoryUtilizationPercentage)) }}
 {{- fail "autoscaling: set targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage" }}
+{{- end }}
+{{- if and (ne (toString .Values.workers) "1") (not (or .Values.redis.url .Values.redis.sentinels)) }}
+{{- fail "workers: more than 1 needs redis.url or redis.sentinels (the embedded store lives in one process)" }}
 {{- end }}
 {{- if lt (int .Values.terminationGracePeriodSeconds) (add (int .Values.preStopSleepSeconds) 20 | int) }}
 {{- fail (printf "terminationGracePeriodSeconds must be at least preStopSleepSeconds + 20 (%d): the gateway's shutdown after SIGTERM takes up to 20 s" (add (int .Values.preStopSleepSeconds) 20)) }}

@@ -1,0 +1,1 @@
+"""Where messages go: one module per kind of destination, behind the ``Sink`` protocol of ``base``."""

@@ -1,0 +1,230 @@
+"""Mattermost: an incoming webhook, one channel, a Slack-style attachment per message, no edits.
+
+The shape is ``text`` (one line: what happened, the severity and the category) and one
+attachment: ``fallback`` (plain text for notifications), ``color`` per severity (green once
+resolved), ``title``, ``text`` (the event's text, its links as markdown at its end), ``fields``
+(``title``, ``value``, ``short``) and the state lines as ``footer``
+(https://developers.mattermost.com/integrate/reference/message-attachments/).
+
+Size. A post's message holds at most 16,383 characters (runes: ``model.PostMessageMaxRunesV2``);
+an incoming webhook's longer ``text`` is split into several posts
+(``SplitWebhookPost`` in ``server/channels/app/webhook.go``), and its attachments may take up to
+400,000 runes of JSON (``PostPropsMaxUserRunes``). One alert should be one post, so everything
+the shape sends (the text and every attachment string) holds at most 16,383 characters in all,
+cut with ``…``, whatever the event holds. Mattermost counts runes: code points, Python's ``len``.
+
+Mentions. Mattermost notifies for ``@channel``, ``@all``, ``@here`` and ``@username`` found in a
+post's message and in its attachments' ``pretext``, ``text`` and field values (recent servers;
+``getMentionsEnabledFields``, ``server/channels/app/notification.go``), and for incoming webhooks
+it first rewrites Slack's forms in the text, the attachments' pretext, text, title and field
+values: ``<!channel>``, ``<!here>`` and ``<!all>`` become ``@channel``, ``@here``, ``@all``, and
+``<@USERID>`` becomes ``@username`` (``ProcessSlackText``: ``expandAnnouncement`` and
+``replaceUserIds``, ``server/channels/app/slack.go``). Its parser splits words on every character
+that is not a letter, a number, ``.``, ``-``, ``_``, ``:`` or ``@``, and a word (or a piece of it
+between ``.``, ``-`` and ``:``) that is ``@channel`` or starts with ``@`` is a mention
+(``StandardMentionParser.ProcessText``, ``server/channels/app/mention_parser_standard.go``). A
+webhook's payload has no switch for mentions (channel mentions are off only for a poster whose
+role lacks the permission to use them), and backticks would show event text as code, so the text
+is made inert instead, as the parser reads it: a zero-width space (not a letter or a number, so a
+word break) after every ``@`` that could begin a word (one not after a letter or a number, so
+``ops@example.com`` stays an address), and between ``<`` and ``!`` or ``@``. The message then
+shows the same and mentions no one. Incoming webhooks:
+https://developers.mattermost.com/integrate/webhooks/incoming/
+
+The sink posts with aiohttp through ``webhook.Hook`` (Mattermost answers ``ok`` as text); a
+client that retried a 429 by itself would fight the delivery worker's fleet-wide pace.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import replace
+from typing import Any
+
+import aiohttp
+
+from ..errors import Permanent
+from ..rules import Rule, parse_rules
+from ..view import View
+from .base import Message, Posted, view_of
+from .webhook import Hook
+
+POST = 16_383  # characters of a post: everything the shape sends, together
+DEFAULT_RATE: tuple[Rule, ...] = parse_rules("10/1s")  # Mattermost's default API rate limit, per IP
+
+SUMMARY = 300  # characters of the message line and of the fallback
+TITLE = 256
+FOOTER_SHARE = 1024  # the state lines' most
+FIELD_SHARE = 4096  # what fields keep when the text would take it all
+LINKS_SHARE = 2048  # the links' most (whole links only)
+FIELD_TITLE, FIELD_VALUE = 256, 2048
+FIELDS = 100  # fields shown at most; the last place then counts the others
+SHORT = 40  # a field value up to this long sits beside another
+NOTE = 40  # room kept for the "N more fields not shown" field
+ELLIPSIS = "…"
+ZWSP = "\u200b"
+
+COLORS = {"info": "#3498DB", "warning": "#F1C40F", "error": "#E74C3C", "critical": "#992D22"}
+NOTE_COLOR, RESOLVED_COLOR = "#95A5A6", "#2ECC71"
+ICONS = {"info": ":information_source:", "warning": ":warning:", "error": ":x:", "critical": ":rotating_light:"}
+RESOLVED_ICON = ":white_check_mark:"
+_SLACK_FORM = re.compile(r"<(?=[!@])")  # <!channel>, <@U123>: Mattermost's Slack compatibility rewrites them
+_AT = re.compile("@")
+
+
+def inert(text: str) -> str:
+    """``text`` with no mention Mattermost would find or make (see the module's docstring)."""
+    text = _SLACK_FORM.sub("<" + ZWSP, text)
+    return _AT.sub(lambda at: "@" if at.start() and _word_char(text[at.start() - 1]) else "@" + ZWSP, text)
+
+
+def _word_char(char: str) -> bool:
+    """A letter or a number, as Go's ``unicode.IsLetter`` and ``unicode.IsNumber`` say."""
+    return unicodedata.category(char)[0] in "LN"
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, ending in ``…`` when cut."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1] + ELLIPSIS if limit > 0 else ""
+
+
+def shape(view: View) -> dict[str, Any]:
+    """The body Mattermost's incoming webhook takes for ``view``: a line of text and one attachment."""
+    view = _clip(view)
+    text, fallback = _summary(view), cut(_plain(view), SUMMARY)
+    title = cut(" ".join(inert(view.title).split()), TITLE)
+    footer = cut("\n".join(inert(line) for line in view.lines).strip(), FOOTER_SHARE)
+    fields, hidden = _fields(view.fields)
+    room = POST - len(text) - len(fallback) - len(title) - len(footer)
+    wanted = sum(len(t) + len(v) for t, v in fields) + (NOTE if hidden else 0)
+    body = _body(view, room - min(wanted, FIELD_SHARE))
+    attachment: dict[str, Any] = {"fallback": fallback, "color": _color(view)}
+    if title:
+        attachment["title"] = title
+    if body:
+        attachment["text"] = body
+    if fields or hidden:
+        attachment["fields"] = _fit_fields(fields, hidden, room - len(body))
+    if footer:
+        attachment["footer"] = footer
+    return {"text": text, "attachments": [attachment]}
+
+
+def _clip(view: View) -> View:
+    """The view's long strings trimmed to what a post could show: a 1 MB title costs no more than a short one."""
+    trim = {name: getattr(view, name).strip()[: POST + 1] for name in ("text", "title", "category", "head")}
+    return replace(view, **trim)
+
+
+def _head(view: View) -> str:
+    """``:warning: [warning] db``: severity and category."""
+    if not view.severity:
+        return inert(view.category)
+    return f"{ICONS.get(view.severity, '')} [{view.severity}] {inert(view.category)}".strip()
+
+
+def _summary(view: View) -> str:
+    """The post's message: what happened (``Resolved``) and the head; the title if there is no attachment title."""
+    what = (f"{RESOLVED_ICON} " if view.resolved else "") + (f"**{inert(view.head)}**" if view.head else "")
+    line = " ".join(part for part in (what.strip(), _head(view)) if part)
+    return cut(" ".join((line or inert(view.text.split("\n", 1)[0])).split()), SUMMARY) or "(no text)"
+
+
+def _plain(view: View) -> str:
+    """The fallback: one plain line for notifications and clients that show no attachments."""
+    parts = [view.head, f"[{view.severity}] {view.category}" if view.severity else view.category, view.title]
+    line = ": ".join(" ".join(inert(p).split()) for p in parts if p.strip())
+    return line or " ".join(inert(view.text).split())
+
+
+def _color(view: View) -> str:
+    if view.resolved:
+        return RESOLVED_COLOR
+    return COLORS.get(view.severity, NOTE_COLOR)
+
+
+def _body(view: View, limit: int) -> str:
+    """The attachment's text: the event's text, then its links; the text is what is cut."""
+    links = _links(view, min(LINKS_SHARE, limit - 2))
+    text = cut(inert(view.text).strip(), max(limit - len(links) - 2 * bool(links), 0))
+    return cut("\n\n".join(part for part in (text, links) if part), limit)
+
+
+def _links(view: View, limit: int) -> str:
+    """The event's links as ``[text](url)``, whole ones only, within ``limit`` characters."""
+    shown: list[str] = []
+    used = 0
+    for link in view.links:
+        markdown = f"[{_link_text(link.text)}]({_link_url(link.url)})"
+        if used + len(markdown) + 3 * bool(shown) > limit:
+            break
+        used += len(markdown) + 3 * bool(shown)
+        shown.append(markdown)
+    return " · ".join(shown)
+
+
+def _link_text(text: str) -> str:
+    """A link's text, with the characters that would end it escaped (``\\[``, ``\\]``, ``\\)``)."""
+    plain = " ".join(inert(text).split()) or "link"
+    return "".join("\\" + c if c in "[]()\\" else c for c in cut(plain, 100))
+
+
+def _link_url(url: str) -> str:
+    """A URL that cannot end the markdown link early: parentheses, spaces and angle brackets encoded."""
+    return "".join({"(": "%28", ")": "%29", " ": "%20", "<": "%3C", ">": "%3E"}.get(c, c) for c in url)
+
+
+def _fields(pairs: tuple[tuple[str, str], ...]) -> tuple[list[tuple[str, str]], int]:
+    """At most 100 fields, each within its limits; and how many did not fit the count."""
+    kept = pairs[: FIELDS - 1] if len(pairs) > FIELDS else pairs  # the last place then counts the others
+    shown = [(_fit(title, FIELD_TITLE), _fit(value, FIELD_VALUE)) for title, value in kept]
+    return shown, len(pairs) - len(kept)
+
+
+def _fit(text: str, limit: int) -> str:
+    """``text`` inert and trimmed, within ``limit`` (only its start is read: the rest would be cut)."""
+    return cut(inert(text.strip()[: limit + 1]), limit)
+
+
+def _fit_fields(fields: list[tuple[str, str]], hidden: int, budget: int) -> list[dict[str, Any]]:
+    """The fields within ``budget`` characters: the last one that fits is cut, the rest counted in a note."""
+    kept: list[tuple[str, str]] = []
+    used = 0
+    for title, value in fields:
+        room = budget - used - NOTE
+        if len(title) + len(value) > room:
+            if room - len(title) >= 16:  # worth showing cut; else leave it to the note
+                kept.append((title, cut(value, room - len(title))))
+            break
+        kept.append((title, value))
+        used += len(title) + len(value)
+    hidden += len(fields) - len(kept)
+    if hidden:
+        kept.append((ELLIPSIS, f"{hidden} more field{'s' if hidden > 1 else ''} not shown"))
+    return [{"title": t, "value": v, "short": len(v) <= SHORT} for t, v in kept]
+
+
+class MattermostSink:
+    """Posts to a Mattermost incoming webhook (its channel is fixed; no edits, no threads)."""
+
+    name = "mattermost"
+    paced = True
+    edits = False
+    threads = False
+
+    def __init__(self, url: str, session: aiohttp.ClientSession, rate: tuple[Rule, ...] | None = None) -> None:
+        self.rate = DEFAULT_RATE if rate is None else rate
+        self._url = url
+        self._hook = Hook(url, session)
+
+    async def post(self, message: Message) -> Posted:
+        """Post the message; Mattermost answers ``ok`` and no id, so the message cannot be edited."""
+        await self._hook.call("POST", self._url, shape(view_of(message)))
+        return Posted(message.channel, "")
+
+    async def update(self, posted: Posted, message: Message) -> None:
+        """Refused: an incoming webhook cannot edit what it posted."""
+        raise Permanent("a Mattermost incoming webhook cannot edit messages")

@@ -1,0 +1,180 @@
+"""What the stand-ins of chats' webhooks share: a server in a thread of its own, a log, scripted answers, a pace.
+
+Each stand-in (``teams_standin.py``, ``google_chat_standin.py``) runs an aiohttp server on
+127.0.0.1 in a thread and event loop of its own, as ``slack_standin.py`` does, so in-process tests
+and gateway processes alike can post to it. It keeps:
+
+- ``calls``: ``(time, status)`` of every request, refused ones too;
+- ``received``: every accepted message (:class:`Received`), with its time and its body;
+- ``refusals``: what the service would refuse on its own (over a size limit, malformed), with the
+  reason (a test of a well-behaved sender asserts ``standin.refusals == []``);
+- ``throttled``: ``(time, retry_after)`` of each 429 the pace answered (not in ``refusals``).
+
+Answers can be scripted (:meth:`WebhookStandin.script`): ``(429, retry_after)`` (``retry_after``
+None: no ``Retry-After``), ``(500,)``, ``(404,)``, any status; served in order before the
+stand-in goes back to answering like the service. Content is checked before the pace, so a refused
+message is recorded even when throttled; only accepted calls count against the pace, whose windows
+slide (``rates``: ``(count, seconds)`` pairs, all enforced).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import math
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Received:
+    """One accepted message: when, its body as sent, and where the chat put it."""
+
+    at: float
+    body: dict
+    name: str = ""  # the chat's id for it, where it gives one
+    thread: str = ""  # the thread it is in, where the chat threads
+    query: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A message the stand-in refused on its own, as the service would."""
+
+    at: float
+    status: int
+    reason: str
+    body: Any = field(default=None, repr=False)
+
+
+class Refused(Exception):
+    """The service would answer ``status`` with ``answer`` (JSON) for this message."""
+
+    def __init__(self, status: int, reason: str, answer: Any = None) -> None:
+        super().__init__(reason)
+        self.status, self.reason, self.answer = status, reason, answer
+
+
+def max_in_window(times: list[float], seconds: float) -> int:
+    """The most of ``times`` (sorted) within any window ``[t, t + seconds)``."""
+    best, start = 0, 0
+    for end, t in enumerate(times):
+        while t - times[start] >= seconds:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+class WebhookStandin:
+    """The server, the logs, the script and the pace; a service's stand-in adds its routes and checks."""
+
+    service = "webhook"
+
+    def __init__(self, rates: tuple[tuple[int, float], ...] = ()) -> None:
+        self.rates = rates
+        self.calls: list[tuple[float, int]] = []
+        self.received: list[Received] = []
+        self.refusals: list[Refusal] = []
+        self.throttled: list[tuple[float, int]] = []
+        self._script: list[tuple] = []
+        self._accepted: dict[str, list[float]] = {}  # accepted times, per paced scope (a webhook, a space)
+        self._lock = threading.RLock()
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    # -- scripting and reading
+
+    def script(self, *answers: tuple) -> None:
+        """Queue answers: ``(429, retry_after)``, ``(500,)``, ``(404,)``..., served before the usual ones."""
+        with self._lock:
+            self._script.extend(answers)
+
+    def bodies(self) -> list[dict]:
+        with self._lock:
+            return [r.body for r in self.received]
+
+    def max_in_window(self, seconds: float, scope: str | None = None) -> int:
+        """Most accepted messages in any ``seconds``-long window (of one scope, or all)."""
+        with self._lock:
+            lists = [self._accepted.get(scope, [])] if scope is not None else list(self._accepted.values())
+            return max_in_window(sorted(t for times in lists for t in times), seconds)
+
+    # -- life cycle
+
+    def start(self) -> WebhookStandin:
+        self._thread = threading.Thread(target=self._run, name=f"{self.service}-standin", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10) or not self.port:
+            raise RuntimeError(f"the {self.service} stand-in did not start")
+        return self
+
+    def stop(self) -> None:
+        loop = self._loop
+        if loop is None or not loop.is_running() or self._runner is None:
+            return
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(self._serve())
+        finally:
+            self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    async def _serve(self) -> None:
+        app = web.Application(client_max_size=16 * 1024 * 1024)  # big bodies reach the checks, as at the service
+        self.add_routes(app)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        await web.SockSite(self._runner, sock).start()
+        self.port = sock.getsockname()[1]
+
+    def add_routes(self, app: web.Application) -> None:
+        raise NotImplementedError
+
+    # -- answering (a subclass's handler calls these)
+
+    def next_scripted(self) -> tuple | None:
+        with self._lock:
+            return self._script.pop(0) if self._script else None
+
+    def log(self, status: int) -> None:
+        with self._lock:
+            self.calls.append((time.time(), status))
+
+    def refuse(self, refused: Refused, body: Any) -> None:
+        with self._lock:
+            now = time.time()
+            self.refusals.append(Refusal(now, refused.status, refused.reason, body))
+            self.calls.append((now, refused.status))
+
+    def spend(self, scope: str, now: float) -> int:
+        """0 when a message to ``scope`` is within every rate (it is then counted), else the seconds to wait."""
+        with self._lock:
+            times = self._accepted.setdefault(scope, [])
+            for count, seconds in self.rates:
+                first = bisect.bisect_right(times, now - seconds)
+                if len(times) - first >= count:
+                    wait = max(1, math.ceil(times[len(times) - count] + seconds - now))
+                    self.throttled.append((now, wait))
+                    self.calls.append((now, 429))
+                    return wait
+            times.append(now)
+            return 0

@@ -1,0 +1,144 @@
+"""Several Slack workspaces from one fleet: each its own token, budget, pace and clicks (the stand-ins check)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from clicks import AUTH, Replicas
+from helpers import http, wait_for
+from slack_standin import SlackStandin, block_actions_payload, signed_action_request
+
+ACME, CONTOSO = ("xoxb-acme-1111", "T0ACME0001"), ("xoxb-contoso-22", "T0CONTOSO2")
+SECRETS = {"acme": "acme-signing-secret", "contoso": "contoso-signing-secret"}
+
+
+@pytest.fixture
+def workspaces():
+    acme = SlackStandin(post_rate=(1, 1), token=ACME[0], team_id=ACME[1]).start()
+    contoso = SlackStandin(post_rate=(1, 1), token=CONTOSO[0], team_id=CONTOSO[1]).start()
+    yield acme, contoso
+    acme.stop()
+    contoso.stop()
+
+
+def config(tmp_path: Path, acme: SlackStandin, contoso: SlackStandin, **extra: object) -> dict[str, str]:
+    """Two workspaces: acme's token from a variable, contoso's from a file; a budget per destination."""
+    (tmp_path / "contoso-bot").write_text(CONTOSO[0] + "\n")
+    (tmp_path / "contoso-sign").write_text(SECRETS["contoso"])
+    document = {
+        "destinations": {
+            "acme": {
+                "kind": "slack",
+                "bot_token": "${ACME_BOT}",
+                "signing_secret": "${ACME_SIGN}",
+                "channel": "#alerts",
+                "api_url": acme.api_url,
+            },
+            "contoso": {
+                "kind": "slack",
+                "bot_token_file": str(tmp_path / "contoso-bot"),
+                "signing_secret_file": str(tmp_path / "contoso-sign"),
+                "channel": "#alerts",
+                "api_url": contoso.api_url,
+            },
+        },
+        "levels": [
+            {"name": "all", "rules": "1000/1h"},
+            {"name": "workspace", "key": "destination", "rules": "1000/1h", "values": {"contoso": "3/1h"}},
+            {"name": "category", "key": "category", "rules": "1000/1h"},
+        ],
+        "routes": [
+            {"match": {"category": "deploy"}, "destination": "contoso"},
+            {"match": {"category": "byid"}, "channel": SlackStandin.channel_id("#alerts")},
+        ],
+        **extra,
+    }
+    path = tmp_path / "notifier.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return {"NOTIFIER_CONFIG": str(path), "ACME_BOT": ACME[0], "ACME_SIGN": SECRETS["acme"]}
+
+
+@pytest.fixture
+def fleet(redis_url, tmp_path):
+    replicas = Replicas(str(tmp_path))
+
+    def start(env: dict[str, str], count: int = 2):
+        base = {
+            "NOTIFIER_REDIS_URL": redis_url,
+            "NOTIFIER_DIGEST_INTERVAL": "0",
+            "NOTIFIER_API_TOKENS": AUTH["Authorization"].removeprefix("Bearer "),
+            "NOTIFIER_MUTE_CHOICES": "1h",
+        }
+        return replicas.start({**base, **env}, count)
+
+    yield start
+    replicas.stop()
+
+
+def send(gateway, category: str, text: str) -> int:
+    return gateway.post({"category": category, "text": text}, headers=AUTH)[0]
+
+
+def test_each_workspace_gets_its_own_events_within_its_own_budget(fleet, workspaces, tmp_path):
+    acme, contoso = workspaces
+    a, b = fleet(config(tmp_path, acme, contoso))
+    assert [send([a, b][i % 2], "deploy", f"deploy-{i}") for i in range(5)] == [202] * 3 + [429] * 2
+    assert [send([a, b][i % 2], "db", f"db-{i}") for i in range(4)] == [202] * 4  # acme's budget is apart
+    wait_for(lambda: len(acme.texts()) == 4 and len(contoso.texts()) == 3, 20, what="both workspaces' messages")
+    assert all(text.startswith(":information_source: [info] db") for text in acme.texts()), acme.texts()
+    assert all("deploy" in text for text in contoso.texts()), contoso.texts()
+    assert acme.refusals == contoso.refusals == [] and acme.throttled == contoso.throttled == []
+    stats = a.get("/v1/stats", AUTH)[1]
+    assert stats["by_level"]["workspace"] == {
+        "acme": {"accepted": 4, "dropped": 0},
+        "contoso": {"accepted": 3, "dropped": 2},
+    }
+    assert set(stats["by_level"]["category"]) == {"db", "deploy"}
+    assert stats["destinations"]["acme"]["delivered"] == 4 and stats["destinations"]["contoso"]["delivered"] == 3
+    # Same channel name in both workspaces: two paces, not one (a shared one would space them 1.1 s apart).
+    first = [min(m.at for m in standin.received()) for standin in workspaces]
+    assert abs(first[0] - first[1]) < 0.9, first
+
+
+def test_a_channel_named_and_given_by_id_shares_one_pace(fleet, workspaces, tmp_path):
+    acme, contoso = workspaces
+    a, b = fleet(config(tmp_path, acme, contoso))
+    assert send(a, "db", "teach-0") == 202  # Slack's answer to this post names #alerts' id
+    wait_for(lambda: len(acme.texts()) == 1, 10, what="the first post")
+    for i in range(4):
+        assert send([a, b][i % 2], "db", f"name-{i}") == 202
+        assert send([b, a][i % 2], "byid", f"id-{i}") == 202
+    wait_for(lambda: len(acme.texts()) == 9, 30, what="nine posts")
+    assert acme.throttled == [], acme.throttled  # a 1/1s channel: two paces would have been 2/s
+    assert acme.max_in_window("post", 1.0, "#alerts") == 1
+
+
+def test_a_click_is_applied_in_the_workspace_that_signed_it(fleet, workspaces, tmp_path):
+    acme, contoso = workspaces
+    a, b = fleet(config(tmp_path, acme, contoso))
+    assert send(a, "deploy", "deploy rollout stuck") == 202
+    posted = wait_for(lambda: next(iter(contoso.received()), None), 20, what="contoso's message")
+    message = contoso.message_json(posted.ts)
+    mute = next(
+        e
+        for blk in message["blocks"]
+        if blk["type"] == "actions"
+        for e in blk["elements"]
+        if e.get("action_id") == "mute"
+    )
+    payload = block_actions_payload("mute", mute["value"], "U0CLICKER1", posted.channel_id, posted.ts, message)
+    payload["team"] = {"id": CONTOSO[1], "domain": "contoso"}
+    forged, headers = signed_action_request(SECRETS["acme"], payload)  # contoso's click, signed with acme's secret
+    assert http("POST", b.url + "/v1/slack/actions", forged, headers)[0] == 401
+    body, headers = signed_action_request(SECRETS["contoso"], payload)
+    status, answer, _ = http("POST", b.url + "/v1/slack/actions", body, headers)
+    assert status == 200, answer
+    wait_for(
+        lambda: any("Muted deploy" in e.text for e in contoso.message(posted.ts).edits), 10, what="the edit in contoso"
+    )
+    assert acme.update_calls == [] and acme.refusals == contoso.refusals == []
+    time.sleep(0.5)
+    assert send(a, "deploy", "muted now") == 429
