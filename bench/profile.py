@@ -14,6 +14,7 @@ import tempfile
 import time
 
 import storm
+import storm_links
 from helpers import Gateway, RedisServer
 
 
@@ -43,18 +44,18 @@ def main() -> None:
     reserves = storm.RESERVES if "--reserves" in sys.argv else {}  # the gateway with storm.py's reserves
     scenario = sys.argv[sys.argv.index("--scenario") + 1] if "--scenario" in sys.argv else "plain"
     server = RedisServer().start()
-    gateway = Gateway(
-        {
-            "NOTIFIER_REDIS_URL": server.url,
-            "NOTIFIER_GLOBAL_LIMIT": "100/30m",
-            "NOTIFIER_CATEGORY_LIMIT": "10/30m",
-            **reserves,
-        }
-    ).start()
+    limits = {"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"}
+    slack = None
+    if scenario == "alerts-links":  # its own gateway: the settings, a Slack stand-in
+        slack, gateway = storm_links.start(limits, [], None)
+    else:
+        gateway = Gateway({**limits, **reserves}).start()
     raw = tempfile.mktemp(suffix=".txt")
     try:
         storm.admit_alerts(gateway)
-        storm.saturate(gateway)
+        storm.saturate(gateway, storm_links.CATEGORIES if slack else storm.CATEGORIES)
+        if storm.SCENARIOS[scenario]:  # an alert storm: its keys learnt first, as in storm.py's later rounds
+            storm.wrk(gateway.url + "/v1/events", 3, 64, storm.SCENARIOS[scenario])
         spy = subprocess.Popen(
             [
                 "py-spy",
@@ -77,6 +78,8 @@ def main() -> None:
         spy.wait()
     finally:
         gateway.stop()
+        if slack:
+            slack.stop()
         server.stop()
     print(f"storm ({scenario}) while profiling: {rate:.0f} req/s")
     top(raw)

@@ -19,11 +19,12 @@ from typing import TypeAlias
 
 from . import terminal, workers
 from .config import EMPTY, Config, load_config
+from .destinations.preview import KINDS, payload
 from .errors import ConfigError, SettingsError, TemplateError
 from .explain import explain_route, render_entry, summary
 from .policy import Policy
 from .settings import Settings, load_settings, unknown_variables
-from .slack.messages import MessageState, shaped_message
+from .slack.messages import MessageState, event_message, shaped_message
 from .slack.templates import Templates, check_templates, context
 from .tokens import comma_list, new_token
 
@@ -83,9 +84,15 @@ def _local_parsers(commands: Subparsers) -> list[argparse.ArgumentParser]:
     route.add_argument("--config", metavar="FILE", help="the configuration file (default: NOTIFIER_CONFIG)")
     route.add_argument("keys", nargs="+", metavar="KEY=VALUE", help="category=db severity=critical field:team=db ...")
     route.set_defaults(run=_route)
-    render = commands.add_parser("render", help="print the Block Kit JSON a template makes for an event")
+    render = commands.add_parser("render", help="print the message a template, or a destination's kind, makes")
     render.add_argument("--config", metavar="FILE", help="the configuration file (default: NOTIFIER_CONFIG)")
-    render.add_argument("template", help="the template's name")
+    render.add_argument(
+        "--destination",
+        metavar="KIND",
+        choices=KINDS,
+        help=f"what a destination of this kind is sent: {', '.join(KINDS)}",
+    )
+    render.add_argument("template", nargs="?", help="the template's name (none with --destination)")
     render.add_argument(
         "keys", nargs="*", metavar="KEY=VALUE", help="text=... title=... category=db field:team=db link:Runbook=URL ..."
     )
@@ -261,6 +268,12 @@ def _route(args: argparse.Namespace, settings: Settings) -> int:
 
 def _render(args: argparse.Namespace, settings: Settings) -> int:
     """Print the message ``args.template`` makes for the event of ``args.keys``, as Block Kit JSON."""
+    if args.template and "=" in args.template:  # no template named: the first key took its place
+        args.keys, args.template = [args.template, *args.keys], None
+    if args.destination:
+        return _render_for(args.destination, args.keys, args.config, settings)
+    if not args.template:
+        return _fail("name a template (or give --destination KIND)")
     if any("=" not in key for key in args.keys):
         return _fail("give each key as KEY=VALUE, e.g. text='disk full' field:team=db")
     try:
@@ -281,6 +294,23 @@ def _render(args: argparse.Namespace, settings: Settings) -> int:
     print(json.dumps({"blocks": message.blocks}, indent=2, ensure_ascii=False))
     print(f"notifier: the message's text (notifications, screen readers): {message.text}", file=sys.stderr)
     print(f"notifier: to see it, paste the JSON above into {BUILDER} (Slack's Block Kit Builder)", file=sys.stderr)
+    return 0
+
+
+def _render_for(kind: str, keys: list[str], path: str | None, settings: Settings) -> int:
+    """Print the body a destination of ``kind`` is sent for the event of ``keys`` (the built-in shape)."""
+    if any("=" not in key for key in keys):
+        return _fail("give each key as KEY=VALUE, e.g. text='disk full' field:team=db")
+    try:
+        entry = render_entry(
+            Policy.from_settings(settings, _config(path, settings)), dict(k.partition("=")[::2] for k in keys)
+        )
+    except ConfigError as exc:
+        return _fail_all(exc.problems)
+    except ValueError as exc:
+        return _fail(_first_problem(exc) if "validation error" in str(exc) else str(exc).splitlines()[0])
+    message = event_message(entry.channel, {**entry.event, "category": entry.category})
+    print(json.dumps(payload(kind, message), indent=2, ensure_ascii=False))
     return 0
 
 

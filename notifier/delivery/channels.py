@@ -67,7 +67,9 @@ class Channels:
 
     async def paused(self, channel: str, seconds: float) -> None:
         """Note until when (unix ms) the channel's destination was last paused by a 429, for the stats."""
-        name, until = self.sinks.of(channel).destination, int((time.time() + seconds) * 1000)
+        store = self._store  # the fleet's clock where known (a replica's own may be off)
+        now_ms = store.store_time_us(time.monotonic()) / 1000 if store.clock_known else time.time() * 1000
+        name, until = self.sinks.of(channel).destination, int(now_ms + seconds * 1000)
         await self._store.call(self._store.redis.hset, self._keys.stats, f"destination:{name}:paused_until", until)
 
     async def learn(self, channel: str, posted: Posted) -> None:

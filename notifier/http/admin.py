@@ -58,14 +58,20 @@ async def stats_view(gateway: Gateway) -> dict[str, Any]:
         "delivered_again": counts.get(Stat.DELIVERED_AGAIN, 0),
         "dead_lettered": counts.get(Stat.DEAD_LETTERED, 0),
         "folded": counts.get(Stat.FOLDED, 0),
-        "destinations": {name: _destination(counts, name) for name in gateway.destinations},
+        "destinations": {name: _destination(counts, name, _now_ms(gateway)) for name in gateway.destinations},
     }
 
 
-def _destination(counts: dict[str, int], name: str) -> dict[str, Any]:
+def _now_ms(gateway: Gateway) -> float:
+    """Now by the fleet's clock where known (pauses are noted by it: delivery/channels.py)."""
+    store = gateway.store
+    return store.store_time_us(time.monotonic()) / 1000 if store.clock_known else time.time() * 1000
+
+
+def _destination(counts: dict[str, int], name: str, now_ms: float) -> dict[str, Any]:
     """A destination's delivered and dead counts, and until when a 429 last paused it (ISO 8601, or None)."""
     until = counts.get(f"destination:{name}:paused_until", 0)
-    paused = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(until / 1000)) if until > time.time() * 1000 else None
+    paused = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(until / 1000)) if until > now_ms else None
     return {
         "delivered": counts.get(f"destination:{name}:delivered", 0),
         "dead": counts.get(f"destination:{name}:dead", 0),

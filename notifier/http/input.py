@@ -103,7 +103,12 @@ def no_key_repeated(raw: bytes, keys: int) -> bool:
     ``bytes.count``: a colon in a string (a URL, a time) then costs 0.2 us, not the
     1.1 us of a regular expression (measured on a body with two links).
     """
-    if keys == raw.count(b":"):
+    colons = raw.count(b":")
+    if keys == colons:
+        return True
+    # No key's colon is followed by "/" (no JSON value starts so): a URL's "://" is in a string.
+    # Two counts for a body with links, where the five below cost twice as much.
+    if keys <= colons - raw.count(b":/"):
         return True
     ends = raw.count(b'":') + raw.count(b" :") + raw.count(b"\t:") + raw.count(b"\n:") + raw.count(b"\r:")
     return keys == ends

@@ -69,6 +69,8 @@ def test_a_429_from_discord_pauses_both_replicas(fleet, chats):
     a, b = fleet()
     for i in range(3):
         send([a, b][i % 2], category="game", text=f"after-{i}")
+    paused = lambda: b.get("/v1/stats", AUTH)[1]["destinations"]["gaming"]["paused_until"]  # noqa: E731
+    assert wait_for(paused, 10, what="the pause in /v1/stats").endswith("Z")
     wait_for(lambda: len(discord.messages) == 3, 30, what="three Discord messages")
     [limited] = [at for at, _, status in discord.calls if status == 429]
     assert not [at for at, _, status in discord.calls if limited + 0.05 < at < limited + 2.45]

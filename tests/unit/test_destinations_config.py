@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from notifier.cli import main
 from notifier.config import parse_config
 from notifier.destinations.spec import destinations_of
 from notifier.errors import ConfigError
@@ -165,3 +168,17 @@ def test_status_shows_each_destination():
     screen = render({"levels": []}, stats)
     assert "  acme    delivered 4, dead 0\n" in screen + "\n"
     assert "  gaming  delivered 2, dead 1, paused until 2026-11-29T04:00:00Z" in screen
+
+
+@pytest.mark.parametrize("kind", ["slack", "teams", "discord", "mattermost", "google-chat"])
+def test_render_shows_what_a_kind_is_sent(kind, capsys):
+    assert main(["render", "--destination", kind, "category=db", "text=disk full @here", "severity=critical"]) == 0
+    sent = json.loads(capsys.readouterr().out)
+    assert "disk full" in json.dumps(sent, ensure_ascii=False)
+    assert "@here" not in json.dumps(sent, ensure_ascii=False) or kind == "slack"  # Slack's own text is escaped
+
+
+def test_render_refuses_a_kind_there_is_not(capsys):
+    with pytest.raises(SystemExit):
+        main(["render", "--destination", "telegram", "text=x"])
+    assert "invalid choice: 'telegram'" in capsys.readouterr().err

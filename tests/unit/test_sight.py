@@ -27,19 +27,45 @@ FACTS = Seen.__struct_fields__  # every attribute of the record: the facts and t
 # What services send: storm.py's bodies, as Python's and compact encoders write them, and more.
 STORM = {"category": "storm-3", "text": "disk full", "severity": "error", "fields": {"host": "h3", "team": "t3"}}
 ALERT = {**STORM, "severity": "critical", "dedup_key": "disk-1234"}
+RUNBOOK = {"text": "Runbook", "url": "https://runbooks.example.com/disk?host=3"}
+
+
+def linked_body(n: int) -> dict[str, object]:
+    """Event ``n`` of bench/storm.py's alerts-links storm (``bench/storm_links.py``)."""
+    severity = "critical" if n // 20 % 10 == 0 else "warning"
+    link = {"text": "Runbook", "url": f"https://runbooks.example.com/disk?host={n}"}
+    return {
+        "category": f"svc{n % 20}",
+        "text": f"disk almost full on host {n}",
+        "severity": severity,
+        "dedup_key": f"disk-{n % 5000}",
+        "links": [link],
+    }
+
+
 SENT = [
     STORM,
     ALERT,
     {**ALERT, "status": "resolved", "title": "Disk full"},
+    linked_body(3),  # bench/storm.py's alerts-links storm: real tools' alerts carry a link
+    linked_body(20),  # a critical one
+    {**ALERT, "links": [RUNBOOK, {"text": "D" * 75, "url": "http://[::1]:3000/d?a=1&b=%20#x"}]},
+    {**STORM, "links": [{"text": "🚀", "url": "https://9.example/" + "x" * 2980}] * 5},
     {"category": "deploys", "text": "api 1.4.2 is live"},
     {"category": "a.b:c_d-e", "text": "ünïcödé 🚀 \u2028", "fields": {"ключ": "значение"}},
 ]
 
 
+def facts(record: object) -> dict[str, object]:
+    """What ``record`` (an event or the record read on sight) holds, its links as (text, url) pairs."""
+    held = {name: getattr(record, name) for name in FACTS}
+    held["links"] = [(link.text, link.url) for link in held["links"]]
+    return held
+
+
 def slow_facts(raw: bytes) -> dict[str, object]:
     """The facts ``parse_event`` reads (it raises what it refuses)."""
-    event = parse_event(raw, POLICY)
-    return {name: getattr(event, name) for name in FACTS}
+    return facts(parse_event(raw, POLICY))
 
 
 def agrees(raw: bytes) -> None:
@@ -49,11 +75,11 @@ def agrees(raw: bytes) -> None:
     if seen is None:
         return
     try:
-        facts = slow_facts(raw)
+        slow = slow_facts(raw)
     except ApiError as exc:
         assert unknown_category(seen.category, POLICY), f"read on sight, refused by parse_event ({exc}): {raw[:300]!r}"
         return
-    assert {name: getattr(seen, name) for name in FACTS} == facts, raw[:300]
+    assert facts(seen) == slow, raw[:300]
 
 
 @pytest.mark.parametrize("body", SENT)
@@ -62,13 +88,41 @@ def test_what_services_send_is_read_on_sight_with_the_facts_parse_event_reads(bo
     raw = dumps(body).encode()
     seen = read_on_sight(raw)
     assert seen is not None
-    assert {name: getattr(seen, name) for name in FACTS} == slow_facts(raw)
+    assert facts(seen) == slow_facts(raw)
 
 
 @pytest.mark.parametrize(
     "raw",
     [
-        b'{"category": "a", "text": "x", "links": [{"text": "Runbook", "url": "https://r.example"}]}',
+        b'{"category": "a", "text": "x", "links": []}',  # a default given: the count cannot tell
+        b'{"category": "a", "text": "x", "links": null}',
+        b'{"category": "a", "text": "x", "links": {"text": "R", "url": "https://r.example"}}',
+        b'{"category": "a", "text": "x", "links": ['
+        + b",".join([b'{"text": "R", "url": "https://r.example"}'] * 6)
+        + b"]}",
+        b'{"category": "a", "text": "x", "links": [{"text": "", "url": "https://r.example"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "' + b"t" * 76 + b'", "url": "https://r.example"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "R", "url": "https://r.example/' + b"x" * 2983 + b'"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "R"}]}',
+        b'{"category": "a", "text": "x", "links": [{"url": "https://r.example"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "R", "url": "https://r.example", "style": "primary"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "R", "text": "S", "url": "https://r.example"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "R", "url": "https://r.example", "url": "ftp://r"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "R", "url": "ftp://r.example"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "R", "url": "javascript:alert(1)"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "R", "url": "https://"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "R", "url": "https:///path"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "R", "url": "HTTPS://r.example"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "R", "url": "https://r.example/a b"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "R", "url": "https://r.example\\n"}]}',  # Python's "$"
+        b'{"category": "a", "text": "x", "links": [{"text": "R", "url": "https://r.example/\\u00e9"}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": "R", "url": 5}]}',
+        b'{"category": "a", "text": "x", "links": [{"text": null, "url": "https://r.example"}]}',
+        # Keys written twice beside a URL's colon, as compact encoders write them (no blank before a value).
+        b'{"category":"a","text":"x","text":"y","links":[{"text":"R","url":"https://r.example/a"}]}',
+        b'{"category":"a","text":"x","links":[{"text":"R","text":"S","url":"https://r.example/a"}]}',
+        b'{"category":"a","text":"x","links":[{"text":"R","url":"https://r.example/a","url":"https://r.example/b"}]}',
+        b'{"category":"a","text":"x","category":"b","links":[{"text":"R","url":"https://r.example/a:/b"}]}',
         b'{"category": "a", "text": "x", "title": null}',  # null is an absent field there, not here
         b'{"category": "a", "text": "x", "source": "someone"}',  # 422 there: the token names the source
         b'{"category": "a", "text": "x", "other": 1}',  # ignored there: a key the record does not name
@@ -108,6 +162,11 @@ def test_anything_else_is_left_to_parse_event(raw):
 
 
 # Valid events, then values put in their place: bounds, patterns, names the policy refuses, any JSON.
+URLS = ["https://r.example", "http://[::1]/", "https://a", "https://r.example/\n", "ftp://r", "https://", " https://a"]
+LINK = st.fixed_dictionaries(
+    {"text": st.text(max_size=4) | st.just("t" * 76), "url": st.sampled_from(URLS) | st.text(max_size=12)},
+    optional={"style": st.just("primary")},
+)
 VALID = st.fixed_dictionaries(
     {"category": st.sampled_from(["a", "storm-3", "a.b:c_d-e", "c" * 64]), "text": st.text(min_size=1, max_size=8)},
     optional={
@@ -116,12 +175,13 @@ VALID = st.fixed_dictionaries(
         "fields": st.dictionaries(st.text(min_size=1, max_size=4), st.text(max_size=4), min_size=1, max_size=3),
         "dedup_key": st.text(min_size=1, max_size=8),
         "status": st.just("resolved"),
+        "links": st.lists(LINK, max_size=6),
     },
 )
 STRINGS = ["", "a\n", "a b", "global", "é", "c" * 65, "x" * 3000, "x" * 3001, "🚀" * 3001, "k" * 201, "\x00"]
 WORDS = ["info", "firing", "fatal", "open", "\u2028"]
 OBJECTS = [{"": "v"}, {"k" * 101: "v"}, {"k": "v" * 1001}, {"k": 5}, {f"k{i}": "v" for i in range(21)}]
-EDGES = st.sampled_from([*STRINGS, *WORDS, *OBJECTS, [{"text": "r", "url": "https://r.example"}]])
+EDGES = st.sampled_from([*STRINGS, *WORDS, *OBJECTS, [{"text": "r", "url": "https://r.example"}]]) | st.lists(LINK)
 ANY = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4),
     lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=4), inner, max_size=2),
@@ -146,7 +206,7 @@ def test_an_event_read_on_sight_is_one_parse_event_reads_alike(event, changes, a
     agrees(raw.encode())
 
 
-@pytest.mark.parametrize("name", [*FACTS, "fields.k"])
+@pytest.mark.parametrize("name", [*FACTS, "fields.k", "links.text", "links.url"])
 @pytest.mark.parametrize(
     "value", [None, 5, 10**400, 1.5, True, "", "s", "critical", "k" * 201, [], ["s"], {}, {"k": "v"}]
 )
@@ -154,6 +214,8 @@ def test_each_key_takes_only_what_parse_event_takes(name, value):
     body: dict = {**ALERT, "title": "t", "status": "firing"}
     if name.startswith("fields."):
         body["fields"] = {**body["fields"], name.removeprefix("fields."): value}
+    elif name.startswith("links."):
+        body["links"] = [RUNBOOK, {**RUNBOOK, name.removeprefix("links."): value}]
     else:
         body[name] = value
     agrees(json.dumps(body).encode())
@@ -169,17 +231,23 @@ async def test_a_storm_is_decided_from_what_was_read_on_sight(aiohttp_client, mo
 
     monkeypatch.setattr("notifier.http.events.parse_event", not_read)
     statuses = []
-    for body in (STORM, {**ALERT, "dedup_key": "k2"}, {**ALERT, "dedup_key": "k1"}):  # refused, refused, duplicate
-        statuses.append((await client.post("/v1/events", json=body)).status)
-    assert statuses == [429, 429, 200]
+    linked = {"links": [RUNBOOK]}  # real tools' alerts carry a link: read on sight too
+    for body in (
+        STORM,
+        {**ALERT, "dedup_key": "k2"},
+        {**ALERT, "dedup_key": "k1"},
+        {**ALERT, **linked, "dedup_key": "k2"},
+    ):
+        statuses.append((await client.post("/v1/events", json=body)).status)  # refused, refused, duplicate, refused
+    assert statuses == [429, 429, 200, 429]
     monkeypatch.undo()
     stats = await (await client.get("/v1/stats")).json()
-    assert (stats["accepted"], stats["dropped"]) == (1, 3)
+    assert (stats["accepted"], stats["dropped"]) == (1, 4)
     for wrong in ({**STORM, "category": "a b"}, {**STORM, "source": "me"}, {**STORM, "severity": "fatal"}):
         assert (await client.post("/v1/events", json=wrong)).status == 422
     twice = b'{"category": "storm-3", "text": "x", "text": "y"}'
     assert (await client.post("/v1/events", data=twice, headers={"Content-Type": "application/json"})).status == 422
-    assert (await (await client.get("/v1/stats")).json())["dropped"] == 3  # counted nothing
+    assert (await (await client.get("/v1/stats")).json())["dropped"] == 4  # counted nothing
 
 
 async def test_a_full_level_never_answers_for_a_channel_or_a_category_the_event_may_not_have(aiohttp_client, tmp_path):
