@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import yaml
 from clicks import AUTH, Replicas
 from helpers import http, wait_for
 from slack_standin import SlackStandin, block_actions_payload, signed_action_request
+from socket_mode_standin import APP_TOKEN, SocketModeStandin
 
 ACME, CONTOSO = ("xoxb-acme-1111", "T0ACME0001"), ("xoxb-contoso-22", "T0CONTOSO2")
 SECRETS = {"acme": "acme-signing-secret", "contoso": "contoso-signing-secret"}
@@ -142,3 +144,51 @@ def test_a_click_is_applied_in_the_workspace_that_signed_it(fleet, workspaces, t
     assert acme.update_calls == [] and acme.refusals == contoso.refusals == []
     time.sleep(0.5)
     assert send(a, "deploy", "muted now") == 429
+
+
+async def test_each_workspace_has_its_socket_mode_connection_and_a_click_there_edits_there(redis_url, tmp_path):
+    acme = SlackStandin(token=ACME[0], team_id=ACME[1], socket_mode=SocketModeStandin()).start()
+    contoso_app = "xapp-contoso-socket-2"
+    contoso = SlackStandin(
+        token=CONTOSO[0], team_id=CONTOSO[1], socket_mode=SocketModeStandin({contoso_app: "A0CONTOSO2"})
+    ).start()
+    replicas = Replicas(str(tmp_path))
+    try:
+        (tmp_path / "contoso-bot").write_text(CONTOSO[0])
+        document = {
+            "destinations": {
+                "acme": {"kind": "slack", "bot_token": "${ACME_BOT}", "app_token": "${ACME_APP}", "channel": "#alerts",
+                         "api_url": acme.api_url},
+                "contoso": {"kind": "slack", "bot_token_file": str(tmp_path / "contoso-bot"),
+                            "app_token": "${CONTOSO_APP}", "channel": "#alerts", "api_url": contoso.api_url},
+            },
+            "routes": [{"match": {"category": "deploy"}, "destination": "contoso"}],
+        }  # fmt: skip
+        (tmp_path / "notifier.yaml").write_text(yaml.safe_dump(document))
+        env = {
+            "NOTIFIER_REDIS_URL": redis_url, "NOTIFIER_CONFIG": str(tmp_path / "notifier.yaml"),
+            "NOTIFIER_DIGEST_INTERVAL": "0", "NOTIFIER_MUTE_CHOICES": "1h",
+            "NOTIFIER_API_TOKENS": AUTH["Authorization"].removeprefix("Bearer "),
+            "ACME_BOT": ACME[0], "ACME_APP": APP_TOKEN, "CONTOSO_APP": contoso_app,
+        }  # fmt: skip
+        [gateway] = replicas.start(env, 1)
+        for standin in (acme, contoso):  # one connection per workspace, each with its own app token
+            await asyncio.to_thread(
+                wait_for, lambda s=standin: len(s.socket_mode.open_connections()) == 1, 15, what="connections"
+            )
+        assert send(gateway, "deploy", "deploy stuck on contoso") == 202
+        posted = await asyncio.to_thread(wait_for, lambda: next(iter(contoso.received()), None), 20, what="a post")
+        message = contoso.message_json(posted.ts)
+        mute = next(
+            e for b in message["blocks"] if b["type"] == "actions" for e in b["elements"] if e["action_id"] == "mute"
+        )
+        payload = block_actions_payload("mute", mute["value"], "U0CLICKER1", posted.channel_id, posted.ts, message)
+        envelope = await contoso.socket_mode.push({**payload, "team": {"id": CONTOSO[1], "domain": "contoso"}})
+        await contoso.socket_mode.wait_ack(envelope, 3.0)
+        edited = lambda: any("Muted deploy" in e.text for e in contoso.message(posted.ts).edits)  # noqa: E731
+        await asyncio.to_thread(wait_for, edited, 10, what="the edit in contoso")
+        assert acme.update_calls == [] and acme.refusals == contoso.refusals == []
+    finally:
+        replicas.stop()
+        acme.stop()
+        contoso.stop()
