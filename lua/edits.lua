@@ -8,24 +8,31 @@
 -- KEYS[1] edits due (zset: record key -> due time in us)
 -- KEYS[2] edits claimed (zset: record key -> end of the lease in us)
 -- KEYS[3] for 'done': the record (hash with 'ver' and 'shown')
--- ARGV[1] 'claim': ARGV[2] lease in ms. Returns the record key, or false when none is due.
+-- ARGV[1] 'claim': ARGV[2] lease in ms. Returns the record key, or false when none is due (entries
+--   whose record expired are dropped, not returned).
 -- ARGV[1] 'done': ARGV[2] 'shown' (ARGV[3] the version the edit showed), 'retry'
 --   (ARGV[3] in how many ms) or 'drop'. Returns 1 when the record is queued again.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function int(x) return string.format('%.0f', x) end
+local GONE = 64  -- due entries looked at per claim (each a record key of the same hash slot)
 
 if ARGV[1] == 'claim' then
   for _, lapsed in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', int(now), 'LIMIT', 0, 16)) do
     redis.call('ZREM', KEYS[2], lapsed)
     redis.call('ZADD', KEYS[1], 'NX', int(now), lapsed)
   end
-  local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int(now), 'LIMIT', 0, 1)
-  if #due == 0 then return false end
-  redis.call('ZREM', KEYS[1], due[1])
-  redis.call('ZADD', KEYS[2], int(now + tonumber(ARGV[2]) * 1000), due[1])
-  return due[1]
+  -- The first due entry whose record still exists; those of expired records are dropped on the
+  -- way (up to GONE per call), so they cost no edit slot and the queue never outgrows the records.
+  for _, due in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int(now), 'LIMIT', 0, GONE)) do
+    redis.call('ZREM', KEYS[1], due)
+    if redis.call('EXISTS', due) == 1 then
+      redis.call('ZADD', KEYS[2], int(now + tonumber(ARGV[2]) * 1000), due)
+      return due
+    end
+  end
+  return false
 end
 
 redis.call('ZREM', KEYS[2], KEYS[3])

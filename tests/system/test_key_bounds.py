@@ -62,7 +62,7 @@ TABLE = [
     Kind(r"dead", STREAM_TRIMMED, "settle.lua: XADD MAXLEN NOTIFIER_DEAD_LETTERS_MAX; requeue.lua XDELs"),
     Kind(r"digest:due", TIME_TRIMMED, "digest.lua: ZREM when claimed (one member per channel)"),
     Kind(r"digest:sup:.+", CLAIMED, "digest.lua: DEL when its channel's digest is claimed"),
-    Kind(r"edits", TIME_TRIMMED, "edits.lua: ZREM when claimed"),
+    Kind(r"edits", TIME_TRIMMED, "edits.lua: ZREM when claimed; a claim drops entries whose record expired"),
     Kind(r"edits:claimed", TIME_TRIMMED, "edits.lua: ZREM when done, back to edits when lapsed"),
     Kind(r"alerts:open", TIME_TRIMMED, "timers.lua sweep: ZREM once alerts:ends passes"),
     Kind(r"alerts:ends", TIME_TRIMMED, "timers.lua sweep"),
