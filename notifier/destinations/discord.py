@@ -47,6 +47,8 @@ from ..errors import MessageGone, Permanent
 from ..rules import Rule, parse_rules
 from ..view import View
 from .base import Message, Posted, view_of
+from .markdown import ZWSP, cut, fit_fields
+from .markdown import links as markdown_links
 from .webhook import Hook
 
 CONTENT = 2000
@@ -62,8 +64,6 @@ FIELD_SHARE = 1536  # what fields keep of the 6,000 when the text would take it 
 LINKS_SHARE = 1024  # the links' most in the description (whole links only, never cut inside one)
 INLINE = 40  # a field value up to this long sits beside others
 NOTE = 32  # room kept for the "… N more fields" field
-ELLIPSIS = "…"
-ZWSP = "\u200b"
 UNKNOWN_MESSAGE = 10008  # Discord's JSON error code for an edit of a deleted message
 
 COLORS = {"info": 0x3498DB, "warning": 0xF1C40F, "error": 0xE74C3C, "critical": 0x992D22}
@@ -76,13 +76,6 @@ NO_MENTIONS: dict[str, list[str]] = {"parse": []}
 def inert(text: str) -> str:
     """``text`` with no mention Discord would parse: a zero-width space after every ``@`` and ``<#``."""
     return text.replace("@", "@" + ZWSP).replace("<#", "<#" + ZWSP)
-
-
-def cut(text: str, limit: int) -> str:
-    """``text`` within ``limit`` characters, ending in ``…`` when cut."""
-    if len(text) <= limit:
-        return text
-    return text[: limit - 1] + ELLIPSIS if limit > 0 else ""
 
 
 def shape(view: View) -> dict[str, Any]:
@@ -128,7 +121,8 @@ def _embed(view: View) -> dict[str, Any]:
     if description or not (title or fields):
         embed["description"] = description or "(no text)"
     if fields or hidden:
-        embed["fields"] = _fit_fields(fields, hidden, room - len(embed.get("description", "")))
+        kept = fit_fields(fields, hidden, room - len(embed.get("description", "")), NOTE)
+        embed["fields"] = [{"name": n, "value": v, "inline": len(v) <= INLINE and len(n) <= INLINE} for n, v in kept]
     if footer:
         embed["footer"] = {"text": footer}
     return embed
@@ -143,34 +137,10 @@ def _color(view: View) -> int:
 def _description(view: View, limit: int) -> str:
     """The head line (``**Resolved**``), the text, then the links: the text is what is cut."""
     head = f"{RESOLVED_ICON if view.resolved else ''} **{inert(view.head).strip()}**".strip() if view.head else ""
-    links = _links(view, min(LINKS_SHARE, limit - len(head) - 2))
+    links = markdown_links(view, min(LINKS_SHARE, limit - len(head) - 2), inert)
     fixed = len(head) + len(links) + 2 * (bool(head) + bool(links))  # the parts and their blank lines
     text = cut(inert(view.text).strip(), max(limit - fixed, 0))
     return cut("\n\n".join(part for part in (head, text, links) if part), limit)
-
-
-def _links(view: View, limit: int) -> str:
-    """The event's links as ``[text](url)``, whole ones only, within ``limit`` characters."""
-    shown: list[str] = []
-    used = 0
-    for link in view.links:
-        markdown = f"[{_link_text(link.text)}]({_link_url(link.url)})"
-        if used + len(markdown) + 3 * bool(shown) > limit:
-            break
-        used += len(markdown) + 3 * bool(shown)
-        shown.append(markdown)
-    return " · ".join(shown)
-
-
-def _link_text(text: str) -> str:
-    """A link's text, with the characters that would end it escaped (``\\[``, ``\\]``, ``\\)``)."""
-    plain = " ".join(inert(text).split()) or "link"
-    return "".join("\\" + c if c in "[]()\\" else c for c in cut(plain, 100))
-
-
-def _link_url(url: str) -> str:
-    """A URL that cannot end the markdown link early: parentheses, spaces and angle brackets encoded."""
-    return "".join({"(": "%28", ")": "%29", " ": "%20", "<": "%3C", ">": "%3E"}.get(c, c) for c in url)
 
 
 def _fields(pairs: tuple[tuple[str, str], ...]) -> tuple[list[tuple[str, str]], int]:
@@ -183,24 +153,6 @@ def _fields(pairs: tuple[tuple[str, str], ...]) -> tuple[list[tuple[str, str]], 
 def _field_part(text: str, limit: int) -> str:
     """A field's name or value: inert, trimmed as Discord trims it, never empty, within ``limit``."""
     return cut(inert(text.strip()[: limit + 1]), limit) or "-"  # only its start is read: the rest would be cut
-
-
-def _fit_fields(fields: list[tuple[str, str]], hidden: int, budget: int) -> list[dict[str, Any]]:
-    """The fields within ``budget`` characters: the last one that fits is cut, the rest counted in a note."""
-    kept: list[tuple[str, str]] = []
-    used = 0
-    for name, value in fields:
-        room = budget - used - NOTE
-        if len(name) + len(value) > room:
-            if room - len(name) >= 16:  # worth showing cut; else leave it to the note
-                kept.append((name, cut(value, room - len(name))))
-            break
-        kept.append((name, value))
-        used += len(name) + len(value)
-    hidden += len(fields) - len(kept)
-    if hidden:
-        kept.append((ELLIPSIS, f"{hidden} more field{'s' if hidden > 1 else ''} not shown"))
-    return [{"name": n, "value": v, "inline": len(v) <= INLINE and len(n) <= INLINE} for n, v in kept]
 
 
 class DiscordSink:

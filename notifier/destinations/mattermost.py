@@ -48,6 +48,8 @@ from ..errors import Permanent
 from ..rules import Rule, parse_rules
 from ..view import View
 from .base import Message, Posted, view_of
+from .markdown import ZWSP, cut, fit_fields
+from .markdown import links as markdown_links
 from .webhook import Hook
 
 POST = 16_383  # characters of a post: everything the shape sends, together
@@ -62,8 +64,6 @@ FIELD_TITLE, FIELD_VALUE = 256, 2048
 FIELDS = 100  # fields shown at most; the last place then counts the others
 SHORT = 40  # a field value up to this long sits beside another
 NOTE = 40  # room kept for the "N more fields not shown" field
-ELLIPSIS = "…"
-ZWSP = "\u200b"
 
 COLORS = {"info": "#3498DB", "warning": "#F1C40F", "error": "#E74C3C", "critical": "#992D22"}
 NOTE_COLOR, RESOLVED_COLOR = "#95A5A6", "#2ECC71"
@@ -84,13 +84,6 @@ def _word_char(char: str) -> bool:
     return unicodedata.category(char)[0] in "LN"
 
 
-def cut(text: str, limit: int) -> str:
-    """``text`` within ``limit`` characters, ending in ``…`` when cut."""
-    if len(text) <= limit:
-        return text
-    return text[: limit - 1] + ELLIPSIS if limit > 0 else ""
-
-
 def shape(view: View) -> dict[str, Any]:
     """The body Mattermost's incoming webhook takes for ``view``: a line of text and one attachment."""
     view = _clip(view)
@@ -107,7 +100,8 @@ def shape(view: View) -> dict[str, Any]:
     if body:
         attachment["text"] = body
     if fields or hidden:
-        attachment["fields"] = _fit_fields(fields, hidden, room - len(body))
+        kept = fit_fields(fields, hidden, room - len(body), NOTE)
+        attachment["fields"] = [{"title": t, "value": v, "short": len(v) <= SHORT} for t, v in kept]
     if footer:
         attachment["footer"] = footer
     return {"text": text, "attachments": [attachment]}
@@ -148,33 +142,9 @@ def _color(view: View) -> str:
 
 def _body(view: View, limit: int) -> str:
     """The attachment's text: the event's text, then its links; the text is what is cut."""
-    links = _links(view, min(LINKS_SHARE, limit - 2))
+    links = markdown_links(view, min(LINKS_SHARE, limit - 2), inert)
     text = cut(inert(view.text).strip(), max(limit - len(links) - 2 * bool(links), 0))
     return cut("\n\n".join(part for part in (text, links) if part), limit)
-
-
-def _links(view: View, limit: int) -> str:
-    """The event's links as ``[text](url)``, whole ones only, within ``limit`` characters."""
-    shown: list[str] = []
-    used = 0
-    for link in view.links:
-        markdown = f"[{_link_text(link.text)}]({_link_url(link.url)})"
-        if used + len(markdown) + 3 * bool(shown) > limit:
-            break
-        used += len(markdown) + 3 * bool(shown)
-        shown.append(markdown)
-    return " · ".join(shown)
-
-
-def _link_text(text: str) -> str:
-    """A link's text, with the characters that would end it escaped (``\\[``, ``\\]``, ``\\)``)."""
-    plain = " ".join(inert(text).split()) or "link"
-    return "".join("\\" + c if c in "[]()\\" else c for c in cut(plain, 100))
-
-
-def _link_url(url: str) -> str:
-    """A URL that cannot end the markdown link early: parentheses, spaces and angle brackets encoded."""
-    return "".join({"(": "%28", ")": "%29", " ": "%20", "<": "%3C", ">": "%3E"}.get(c, c) for c in url)
 
 
 def _fields(pairs: tuple[tuple[str, str], ...]) -> tuple[list[tuple[str, str]], int]:
@@ -187,24 +157,6 @@ def _fields(pairs: tuple[tuple[str, str], ...]) -> tuple[list[tuple[str, str]], 
 def _fit(text: str, limit: int) -> str:
     """``text`` inert and trimmed, within ``limit`` (only its start is read: the rest would be cut)."""
     return cut(inert(text.strip()[: limit + 1]), limit)
-
-
-def _fit_fields(fields: list[tuple[str, str]], hidden: int, budget: int) -> list[dict[str, Any]]:
-    """The fields within ``budget`` characters: the last one that fits is cut, the rest counted in a note."""
-    kept: list[tuple[str, str]] = []
-    used = 0
-    for title, value in fields:
-        room = budget - used - NOTE
-        if len(title) + len(value) > room:
-            if room - len(title) >= 16:  # worth showing cut; else leave it to the note
-                kept.append((title, cut(value, room - len(title))))
-            break
-        kept.append((title, value))
-        used += len(title) + len(value)
-    hidden += len(fields) - len(kept)
-    if hidden:
-        kept.append((ELLIPSIS, f"{hidden} more field{'s' if hidden > 1 else ''} not shown"))
-    return [{"title": t, "value": v, "short": len(v) <= SHORT} for t, v in kept]
 
 
 class MattermostSink:
