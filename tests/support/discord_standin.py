@@ -34,16 +34,15 @@ and 30 a minute are what Discord's webhook buckets answer as widely observed (Di
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import math
 import re
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
 
 from aiohttp import web
+from served import Served
 
 WEBHOOK_ID, TOKEN, CHANNEL_ID = "1100000000000000001", "standin-token", "1200000000000000002"
 CONTENT, EMBEDS, EMBED_TOTAL = 2000, 10, 6000
@@ -176,8 +175,10 @@ def pings(content: str, allowed: dict | None) -> list[str]:
     return found
 
 
-class DiscordStandin:
+class DiscordStandin(Served):
     """A Discord channel webhook at ``webhook_url``, with Discord's limits, answers and rate limits."""
+
+    service = "discord"
 
     def __init__(
         self, webhook_rate: Rate = (5, 2.0), channel_rate: Rate = (30, 60.0), edit_rate: Rate = (5, 2.0)
@@ -193,11 +194,6 @@ class DiscordStandin:
         self._by_id: dict[str, Received] = {}
         self._serial = 0
         self._lock = threading.RLock()
-        self._ready = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     @property
     def webhook_url(self) -> str:
@@ -221,44 +217,11 @@ class DiscordStandin:
         with self._lock:
             return self._by_id.get(message_id)
 
-    # -- life cycle
+    # -- routes (the server's life cycle: served.py)
 
-    def start(self) -> DiscordStandin:
-        self._thread = threading.Thread(target=self._run, name="discord-standin", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10) or not self.port:
-            raise RuntimeError("the Discord stand-in did not start")
-        return self
-
-    def stop(self) -> None:
-        loop = self._loop
-        if loop is None or not loop.is_running() or self._runner is None:
-            return
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        self._thread.join(10)  # started with the loop
-
-    def _run(self) -> None:
-        loop = self._loop = asyncio.new_event_loop()
-        try:
-            loop.run_until_complete(self._serve())
-        finally:
-            self._ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.close()
-
-    async def _serve(self) -> None:
-        app = web.Application()
+    def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/api/webhooks/{id}/{token}", self._execute)
         app.router.add_patch("/api/webhooks/{id}/{token}/messages/{message}", self._edit)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        await web.SockSite(self._runner, sock).start()
-        self.port = sock.getsockname()[1]
 
     # -- HTTP handlers
 

@@ -35,11 +35,9 @@ https://docs.mattermost.com/administration-guide/configure/rate-limiting-configu
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import re
-import socket
 import threading
 import time
 import unicodedata
@@ -47,6 +45,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from aiohttp import web
+from served import Served
 
 KEY = "standinhookkey0000000000000"
 POST = 16_383
@@ -136,8 +135,10 @@ def mentions(text: str, names: set[str]) -> list[str]:
     return found
 
 
-class MattermostStandin:
+class MattermostStandin(Served):
     """A Mattermost incoming webhook at ``webhook_url``, with Mattermost's answers and default rate limit."""
+
+    service = "mattermost"
 
     def __init__(self, rate: tuple[float, int] | None = (10, 100), users: dict[str, str] | None = None) -> None:
         self.rate = rate
@@ -150,11 +151,6 @@ class MattermostStandin:
         self._script: list[tuple] = []
         self._tat: dict[str, float] = {}  # GCRA's theoretical arrival time per remote address
         self._lock = threading.RLock()
-        self._ready = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     @property
     def webhook_url(self) -> str:
@@ -173,43 +169,10 @@ class MattermostStandin:
         with self._lock:
             return list(self.messages)
 
-    # -- life cycle
+    # -- routes (the server's life cycle: served.py)
 
-    def start(self) -> MattermostStandin:
-        self._thread = threading.Thread(target=self._run, name="mattermost-standin", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10) or not self.port:
-            raise RuntimeError("the Mattermost stand-in did not start")
-        return self
-
-    def stop(self) -> None:
-        loop = self._loop
-        if loop is None or not loop.is_running() or self._runner is None:
-            return
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        self._thread.join(10)  # started with the loop
-
-    def _run(self) -> None:
-        loop = self._loop = asyncio.new_event_loop()
-        try:
-            loop.run_until_complete(self._serve())
-        finally:
-            self._ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.close()
-
-    async def _serve(self) -> None:
-        app = web.Application()
+    def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/hooks/{key}", self._hook)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        await web.SockSite(self._runner, sock).start()
-        self.port = sock.getsockname()[1]
 
     # -- the hook
 

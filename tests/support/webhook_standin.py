@@ -19,16 +19,15 @@ slide (``rates``: ``(count, seconds)`` pairs, all enforced).
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import math
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from served import Served
 
 
 @dataclass
@@ -70,7 +69,7 @@ def max_in_window(times: list[float], seconds: float) -> int:
     return best
 
 
-class WebhookStandin:
+class WebhookStandin(Served):
     """The server, the logs, the script and the pace; a service's stand-in adds its routes and checks."""
 
     service = "webhook"
@@ -84,11 +83,6 @@ class WebhookStandin:
         self._script: list[tuple] = []
         self._accepted: dict[str, list[float]] = {}  # accepted times, per paced scope (a webhook, a space)
         self._lock = threading.RLock()
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
-        self.port = 0
 
     # -- scripting and reading
 
@@ -106,45 +100,6 @@ class WebhookStandin:
         with self._lock:
             lists = [self._accepted.get(scope, [])] if scope is not None else list(self._accepted.values())
             return max_in_window(sorted(t for times in lists for t in times), seconds)
-
-    # -- life cycle
-
-    def start(self) -> WebhookStandin:
-        self._thread = threading.Thread(target=self._run, name=f"{self.service}-standin", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10) or not self.port:
-            raise RuntimeError(f"the {self.service} stand-in did not start")
-        return self
-
-    def stop(self) -> None:
-        loop = self._loop
-        if loop is None or not loop.is_running() or self._runner is None:
-            return
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        loop = self._loop = asyncio.new_event_loop()
-        try:
-            loop.run_until_complete(self._serve())
-        finally:
-            self._ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.close()
-
-    async def _serve(self) -> None:
-        app = web.Application(client_max_size=16 * 1024 * 1024)  # big bodies reach the checks, as at the service
-        self.add_routes(app)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        await web.SockSite(self._runner, sock).start()
-        self.port = sock.getsockname()[1]
 
     def add_routes(self, app: web.Application) -> None:
         raise NotImplementedError
