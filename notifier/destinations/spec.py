@@ -162,6 +162,8 @@ def _spec_problems(place: str, spec: DestinationConfig) -> Iterator[tuple[str, s
         for field in SLACK_ONLY:
             if getattr(spec, field) is not None or getattr(spec, f"{field}_file", None) is not None:
                 yield f"{place}.{field}", f"only a destination of kind slack has one (this one is {spec.kind})"
+    if spec.rate is not None and any(rule.count < 1 for rule in spec.rate):
+        yield f"{place}.rate", "a pace's every rule lets at least 1 message through (e.g. 1/1s): 0 would never send"
     needed = "bot_token" if spec.kind == "slack" else "url"
     if getattr(spec, needed) is None and getattr(spec, f"{needed}_file") is None:
         yield f"{place}.{needed}", f"missing: give {needed}: ${{VARIABLE}} or {needed}_file: PATH"

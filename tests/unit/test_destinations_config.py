@@ -87,6 +87,12 @@ def test_secrets_from_a_variable_and_a_file(tmp_path, monkeypatch):
             "only a destination of kind slack",
         ),
         (
+            {"x": {"kind": "teams", "url": "${U}", "rate": "0/1s"}},
+            {"U": "https://a.example/w"},
+            "destinations.x.rate",
+            "at least 1 message",
+        ),
+        (
             {"Bad:Name": {"kind": "teams", "url": "${U}"}},
             {"U": "https://a.example/w"},
             "destinations.Bad:Name",
