@@ -148,6 +148,25 @@ class ConsumerGroup:
             await self.ack_gone(as_text(stream_id))
         return as_text(reply[0]), [(as_text(i), f) for i, f in reply[1]]
 
+    async def prune(self, idle_ms: int) -> int:
+        """Forget the consumers that hold nothing and have not read for ``idle_ms`` (replicas gone: each
+        pod of each rollout has a name of its own, and the group would keep them all); how many.
+
+        A replica that is only quiet is forgotten too, harmlessly: its next read names it again.
+        """
+        redis, outbox = self._store.redis, self._keys.outbox
+        consumers = await self._store.call(redis.xinfo_consumers, outbox, GROUP)
+        gone = [
+            as_text(c["name"])
+            for c in consumers
+            if int(c["pending"]) == 0
+            and int(c.get("inactive", c["idle"])) > idle_ms
+            and as_text(c["name"]) != self.consumer
+        ]
+        for name in gone:
+            await self._store.call(redis.xgroup_delconsumer, outbox, GROUP, name)
+        return len(gone)
+
     async def replicated(self) -> bool:
         """True once ``NOTIFIER_REDIS_MIN_REPLICAS`` replicas hold all the primary has now (marker, WAIT)."""
         if not self._store.min_replicas:

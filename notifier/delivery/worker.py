@@ -56,6 +56,7 @@ from .timers import Timers
 log = logging.getLogger(__name__)
 
 MAX_HELD = 512  # entries one replica holds at once; the rest wait in the stream for others
+GONE_AFTER_MS = 86_400_000  # a consumer that held nothing and read nothing for a day is a replica gone
 MAX_SENT = 4096  # stream ids remembered as sent: more than any read can bring back at once
 
 
@@ -211,6 +212,8 @@ class Delivery:
         self._queues[channel].put_nowait(((int(ms), int(seq or 0)), stream_id))
 
     async def _reclaim(self) -> None:
+        if await self._group.prune(GONE_AFTER_MS):
+            log.info("forgot the delivery consumers idle over %d h with nothing pending", GONE_AFTER_MS // 3_600_000)
         cursor = "0-0"
         while len(self._held) < MAX_HELD:
             read_at = time.monotonic()

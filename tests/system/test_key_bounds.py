@@ -57,7 +57,7 @@ TABLE = [
     Kind(r"history:[0-9]+", TTL, "history.lua: PEXPIRE 65 minutes when the minute is recorded"),
     Kind(r"name:[A-Z0-9]+", TTL, "slack/names.py: SET PX a day (an id Slack does not know: an hour)"),
     Kind(r"names:asked:[0-9]+", TTL, "slack/names.py: SET NX PX 2 minutes, then INCRBY"),
-    Kind(r"outbox", DRAINED, "settle.lua: XACK + XDEL of each delivered, dead or folded entry"),
+    Kind(r"outbox", DRAINED, "settle.lua: XACK + XDEL of each entry settled; consumers gone: group.prune"),
     Kind(r"audit", STREAM_TRIMMED, "store/audit.py: XADD MAXLEN + XTRIM MINID"),
     Kind(r"dead", STREAM_TRIMMED, "settle.lua: XADD MAXLEN NOTIFIER_DEAD_LETTERS_MAX; requeue.lua XDELs"),
     Kind(r"digest:due", TIME_TRIMMED, "digest.lua: ZREM when claimed (one member per channel)"),
