@@ -2,7 +2,9 @@
 
     python bench/profile.py [seconds] [--reserves] [--scenario NAME]   # a scenario of storm.py
 
-Prints the functions with the largest share of samples, inclusive and self.
+Prints the functions with the largest share of samples, inclusive and self. An alert scenario's
+keys are learnt in a 3 s storm before sampling (as in storm.py's later rounds); ``alerts-links``
+runs on its own gateway (``storm_links.py``: its settings and a Slack stand-in).
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@
 --                                            bench/replication.py leaves far from any limit
 --   wrk ... -s storm.lua URL -- webhook      Alertmanager's slack_configs payloads (about 1.5 KB, an
 --                                            attachment of three alerts) to the incoming-webhook door
+--   wrk ... -s storm.lua URL -- alerts-links real tools' alert storm: categories svc0..19, 5,000 keys,
+--                                            one in ten critical, each with a runbook link whose url
+--                                            names host n (n cycling over 20,000 bodies)
 local bodies, i, path = {}, 0, "/v1/events"
 
 local function plain(c)
@@ -29,6 +32,15 @@ local function alert(j, links, critical)
   return string.format('{"category":"storm-%d","text":"disk full on host-%d","severity":"%s",'
     .. '"fields":{"host":"h%d","team":"t%d"},"dedup_key":"%s-%d"%s}', c, j, severity, j, c % 4,
     links and "linked" or "disk", j, extra)
+end
+
+-- Event n of the alerts-links storm. A key (n % 5000) keeps its category (5000 % 20 == 0) and its
+-- severity: critical when (n // 20) % 10 == 0, one in ten in every category.
+local function linked(n)
+  local severity = math.floor(n / 20) % 10 == 0 and "critical" or "warning"
+  return string.format('{"category":"svc%d","text":"disk almost full on host %d","severity":"%s",'
+    .. '"dedup_key":"disk-%d","links":[{"text":"Runbook","url":"https://runbooks.example.com/disk?host=%d"}]}',
+    n % 20, n, severity, n % 5000, n)
 end
 
 local function admitted(c)
@@ -57,6 +69,10 @@ function init(args)
   if args[1] == "webhook" then
     for j = 0, 19 do bodies[j + 1] = slack(j) end
     path = "/services/T0000/B0000/bench-secret"
+    return
+  end
+  if args[1] == "alerts-links" then
+    for n = 0, 19999 do bodies[n + 1] = linked(n) end
     return
   end
   if args[1] == "admitted" then

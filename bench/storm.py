@@ -22,7 +22,9 @@ levels are full) and ``links-50`` (50 other admitted keys, each event with two l
 attachment, on the incoming-webhook door of ``gateway``, beside a bare app that parses
 them and answers ``ok``); ``templates``: the plain storm on a fourth gateway whose
 configuration file gives every category a route and a message template of its own
-(rendered at delivery, so admission should not notice).
+(rendered at delivery, so admission should not notice); ``alerts-links``: the alert storm real
+tools send, each event with a runbook link, on a gateway ``links`` with the acknowledge-and-escalate
+settings and a Slack stand-in as its bot API (``bench/storm_links.py``).
 Also measures, in the same run: admit.lua with a batch of 1 vs a plain PING from
 redis-py, Redis CPU per decision (INFO commandstats) and memory per tracked event.
 Servers are pinned to core 0, wrk and Redis to the last core (when taskset exists),
@@ -48,6 +50,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests" / "support")]
 
 import redis  # noqa: E402
+import storm_links  # noqa: E402
 import yaml  # noqa: E402
 from helpers import Gateway, RedisServer, free_port, http, wait_for  # noqa: E402
 
@@ -62,12 +65,14 @@ SCENARIOS = {
     "links-50": ["50", "links"],
     "alerts-critical": ["5000", "critical"],
     "webhook": ["webhook"],
+    "alerts-links": ["alerts-links"],
 }
 WEBHOOK = "/services/T0000/B0000/bench-secret"  # the incoming-webhook door (no tokens: any secret)
 # Scenario -> the gateways it is measured on (each beside the baseline).
 MEASURED_ON = {
     "plain": ("gateway", "reserves", "tree", "templates", "slack", "socket-mode"),
     "alerts-critical": ("reserves", "tree"),
+    "alerts-links": ("links",),
 }
 TREE = HERE / "tree.yaml"
 
@@ -201,7 +206,7 @@ def templates_config() -> str:
     return str(path)
 
 
-def saturate(gateway: Gateway) -> None:
+def saturate(gateway: Gateway, categories: list[str] = CATEGORIES) -> None:
     """Post until every category is refused, so the storm meets full levels (reserves included);
     the webhook door's messages (category ``anonymous``) too."""
     for _ in range(50):
@@ -213,7 +218,7 @@ def saturate(gateway: Gateway) -> None:
             gateway.post(
                 {"category": c, "text": "prefill", "severity": "error", "fields": {"team": f"t{i % 4}"}}, headers=AUTH
             )
-            for i, c in enumerate(CATEGORIES)
+            for i, c in enumerate(categories)
         ]
         refused = [status == 429 for status, _, _ in prefill]
         if all(refused):
@@ -444,11 +449,16 @@ def main() -> None:
         config = {**limits, "NOTIFIER_KEY_PREFIX": "templates", "NOTIFIER_CONFIG": templates_config()}
         templated = Gateway(config, wrapper=pin(0), command=command).start()
     slack, pair = start_socket_pair(limits, command) if args.socket_mode else (None, {})
+    links_slack, links = (
+        storm_links.start(limits, pin(0), command) if "alerts-links" in args.scenarios else (None, None)
+    )
     baseline, baseline_url = start_baseline()
     try:
         admit_alerts(gateway)
         for each in (gateway, reserves, tree, *([templated] if templated else []), *pair.values()):
             saturate(each)
+        if links:
+            saturate(links, storm_links.CATEGORIES)
         print(
             f"storm: {args.rounds} rounds x {args.seconds:g} s, {args.connections} connections, "
             f"20 categories (4 with reserves, and 10% for critical events, in 'reserves'; "
@@ -461,6 +471,7 @@ def main() -> None:
             "tree": (tree.url, tree.proc.pid),
             **({"templates": (templated.url, templated.proc.pid)} if templated else {}),
             **{name: (each.url, each.proc.pid) for name, each in pair.items()},
+            **({"links": (links.url, links.proc.pid)} if links else {}),
             "baseline": (baseline_url, baseline.pid),
         }
         r = storm_rounds(servers, client, args)
@@ -488,8 +499,9 @@ def main() -> None:
             templated.stop()
         for each in pair.values():
             each.stop()
-        if slack is not None:
-            slack.stop()
+        for each in (links, links_slack, slack):
+            if each is not None:
+                each.stop()
         baseline.terminate()
         baseline.wait(10)
         server.stop()

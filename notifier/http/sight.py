@@ -18,9 +18,8 @@ the whole event, and the store's round trip dwarfs a second reading.
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import re
+from typing import Annotated
 
 import msgspec
 

@@ -34,6 +34,8 @@ def test_storm_benchmark_runs_and_refuses_every_storm_event():
         assert re.search(rf"^gateway {scenario} .* ratio \d+\.\d\d", out.stdout, re.M), out.stdout
     for gateway in ("reserves", "tree"):  # alert storms with reserves: one key in ten critical
         assert re.search(rf"^{gateway} alerts-critical .* ratio \d+\.\d\d", out.stdout, re.M), out.stdout
+    # Real tools' alert storm (a runbook link each) on the acknowledge-and-escalate settings, Slack a stand-in
+    assert re.search(r"^links alerts-links .* ratio \d+\.\d\d", out.stdout, re.M), out.stdout
     assert out.stdout.count("100.0% refused") == 4, out.stdout  # every gateway refused every plain storm event
     assert re.search(r"^levels .* us per level more", out.stdout, re.M), out.stdout
     dropped = re.search(r"stats\s+dropped=(\d+) \(gateway\)", out.stdout)
