@@ -5,7 +5,8 @@
 
 The plain storm of ``bench/storm.py`` (20 categories, levels full, nearly every event refused)
 against the bare aiohttp app and a gateway running the four-level tree of ``bench/tree.yaml``
-from a file. During the gateway's rounds a thread changes the file (a category's rules,
+from a file, in rounds with reloads and rounds without (``steady``: the same gateway, the cost
+of the reloads apart from the machine's). During a reloading round a thread changes the file (a category's rules,
 10/30m <-> 11/30m) and asks ``POST /v1/reload`` every 5 seconds. Lost requests: those wrk sent
 that the gateway did not decide (``/v1/stats``: accepted + dropped, before and after each
 round), and wrk's socket errors. The ratio is the median of the gateway's rounds over the
@@ -57,18 +58,26 @@ def decided(gateway: Gateway) -> int:
     return int(stats["accepted"]) + int(stats["dropped"])
 
 
-def gateway_round(gateway: Gateway, path: Path, tree: dict, connections: int) -> tuple[float, int, int, int]:
-    """(requests/s, requests, lost, reloads) of one round of the storm with reloads running."""
+def gateway_round(
+    gateway: Gateway, path: Path, tree: dict, connections: int, reloading: bool
+) -> tuple[float, int, int, int]:
+    """(requests/s, requests, lost, reloads) of one round of the storm, with reloads running if ``reloading``.
+
+    Lost: requests wrk had answered that the gateway did not decide, and wrk's socket errors. (The
+    gateway decides up to ``connections`` more than wrk counts: those in flight when wrk stops.)
+    """
     reloads = Reloads(gateway, path, tree)
     before = decided(gateway)
-    reloads.start()
+    if reloading:
+        reloads.start()
     out = storm.wrk_output(gateway.url + "/v1/events", ROUND, connections, [])
     reloads.stopped.set()
-    reloads.join()
+    if reloading:
+        reloads.join()
     total = int(re.search(r"(\d+) requests in", out).group(1))
     errors = sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", out))
     time.sleep(SETTLE)  # refusals decided here reach the store's counters a moment later
-    lost = total - (decided(gateway) - before) + errors
+    lost = max(0, total - (decided(gateway) - before)) + errors
     assert reloads.failed == 0, f"{reloads.failed} reloads failed"
     return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), total, lost, reloads.done
 
@@ -89,27 +98,29 @@ def main() -> None:
     path = folder / "notifier.yaml"
     path.write_text(yaml.safe_dump(tree))
     gateway = Gateway({"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_CONFIG": str(path)}, wrapper=storm.pin(0)).start()
-    rates: dict[str, list[float]] = {"baseline": [], "gateway": []}
+    rates: dict[str, list[float]] = {"baseline": [], "reloading": [], "steady": []}
     lost = reloads = 0
     try:
         storm.saturate(gateway)
         for round_ in range(args.rounds):
-            for name in ("baseline", "gateway") if round_ % 2 == 0 else ("gateway", "baseline"):
+            for name in list(rates) if round_ % 2 == 0 else list(rates)[::-1]:
                 if name == "baseline":
                     rates[name].append(storm.wrk(baseline_url + "/v1/events", ROUND, args.connections, [])[0])
                     continue
-                rate, total, missing, done = gateway_round(gateway, path, tree, args.connections)
+                rate, total, missing, done = gateway_round(gateway, path, tree, args.connections, name == "reloading")
                 rates[name].append(rate)
                 lost, reloads = lost + missing, reloads + done
-                print(f"  gateway  {rate:9.0f} req/s  {total} requests, {missing} lost, {done} reloads", flush=True)
+                print(f"  {name:9} {rate:9.0f} req/s  {total} requests, {missing} lost, {done} reloads", flush=True)
     finally:
         gateway.stop()
         baseline.terminate()
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
-    base, own = statistics.median(rates["baseline"]), statistics.median(rates["gateway"])
-    spread = f"{min(rates['gateway']) / base:.2f}-{max(rates['gateway']) / base:.2f}"
-    print(f"\nbaseline {base:9.0f} req/s; gateway {own:9.0f} req/s: {own / base:.2f} of the baseline (rounds {spread})")
+    base = statistics.median(rates["baseline"])
+    print(f"\nbaseline {base:9.0f} req/s (median)")
+    for name in ("reloading", "steady"):
+        own, spread = statistics.median(rates[name]), f"{min(rates[name]) / base:.2f}-{max(rates[name]) / base:.2f}"
+        print(f"gateway, {name:9} {own:9.0f} req/s: {own / base:.2f} of the baseline (rounds {spread})")
     print(f"{reloads} reloads during the storm, {lost} requests lost")
 
 
