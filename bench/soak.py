@@ -54,7 +54,10 @@ PATTERN_TOP = 15  # patterns printed per reading, by bytes
 _VARIABLE = re.compile(
     r"^(?:-?\d+(?:[.-]\d+)*|~?[0-9a-f]{8,}|[A-Z][A-Z0-9]{5,}|alert-\d+|#.*|" + "|".join(CATEGORIES) + r")$"
 )
-HEADER = "| minute | RSS gw1 MiB | RSS gw2 MiB | used_memory MiB | DBSIZE | accepted | dropped | delivered | folded |"
+HEADER = (
+    "| minute | RSS gw1 MiB | RSS gw2 MiB | used_memory MiB | of it, dataset / overhead MiB | clients | DBSIZE"
+    " | accepted | dropped | delivered | folded |"
+)
 
 
 def rss_kib(pid: int) -> int:
@@ -168,10 +171,15 @@ async def reading(session: aiohttp.ClientSession, gateways: list[Gateway], store
     async with session.get(gateways[0].url + "/v1/stats") as response:
         stats = await response.json()
     rss = " | ".join(f"{rss_kib(g.proc.pid) / 1024:.1f}" for g in gateways)  # type: ignore[union-attr]
-    used = store.info("memory")["used_memory"] / 1024 / 1024
+    memory, mib = store.info("memory"), 1024 * 1024
+    # The dataset is the keys; the overhead is Redis's own (clients' buffers, the replication
+    # backlog, the scripts' cache): a rise there is not a key without a bound.
+    split = f"{memory['used_memory_dataset'] / mib:.2f} / {memory['used_memory_overhead'] / mib:.2f}"
+    clients = store.info("clients")["connected_clients"]
     minute = (time.monotonic() - start) / 60
     counts = f"{stats['accepted']} | {stats['dropped']} | {stats['delivered']} | {stats.get('folded', '-')}"
-    return f"| {minute:5.1f} | {rss} | {used:.2f} | {store.dbsize()} | {counts} |"
+    used = memory["used_memory"] / mib
+    return f"| {minute:5.1f} | {rss} | {used:.2f} | {split} | {clients} | {store.dbsize()} | {counts} |"
 
 
 class Readings:
