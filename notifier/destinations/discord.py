@@ -37,7 +37,6 @@ fleet-wide pace and shared 429 pauses the delivery worker keeps.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -47,7 +46,7 @@ from ..errors import MessageGone, Permanent
 from ..rules import Rule, parse_rules
 from ..view import View
 from .base import Message, Posted, view_of
-from .markdown import ZWSP, cut, fit_fields
+from .markdown import ZWSP, clip, cut, fit_fields, head
 from .markdown import links as markdown_links
 from .webhook import Hook
 
@@ -80,34 +79,22 @@ def inert(text: str) -> str:
 
 def shape(view: View) -> dict[str, Any]:
     """The body Discord's webhook takes for ``view``: content, one embed, no mentions."""
-    view = _clip(view)
+    view = clip(view, EMBED_TOTAL)
     return {"content": _summary(view), "embeds": [_embed(view)], "allowed_mentions": NO_MENTIONS}
-
-
-def _clip(view: View) -> View:
-    """The view's long strings trimmed to what a message could show: a 1 MB title costs no more than a short one."""
-    trim = {name: getattr(view, name).strip()[: EMBED_TOTAL + 1] for name in ("text", "title", "category", "head")}
-    return replace(view, **trim)
-
-
-def _head(view: View) -> str:
-    """``⚠️ [warning] db``: severity and category (an empty string for a gateway note)."""
-    if not view.severity:
-        return inert(view.category)
-    return f"{ICONS.get(view.severity, '')} [{view.severity}] {inert(view.category)}".strip()
 
 
 def _summary(view: View) -> str:
     """One line for notifications: what happened (``Resolved``), the head and the title."""
     what = (f"{RESOLVED_ICON} " if view.resolved else "") + (f"**{inert(view.head)}** " if view.head else "")
     subject = inert(view.title or view.text.split("\n", 1)[0])
-    line = f"{what}{_head(view)}: {subject}" if _head(view) else f"{what}{subject}"
+    shown = head(view, ICONS, inert)
+    line = f"{what}{shown}: {subject}" if shown else f"{what}{subject}"
     return cut(" ".join(line.split()), SUMMARY)
 
 
 def _embed(view: View) -> dict[str, Any]:
     """The embed: author, title, description, fields and footer within every limit of Discord's."""
-    author, title = cut(" ".join(_head(view).split()), AUTHOR), cut(inert(view.title).strip(), TITLE)
+    author, title = cut(" ".join(head(view, ICONS, inert).split()), AUTHOR), cut(inert(view.title).strip(), TITLE)
     footer = cut("\n".join(inert(line) for line in view.lines).strip(), FOOTER_SHARE)
     fields, hidden = _fields(view.fields)
     room = EMBED_TOTAL - len(author) - len(title) - len(footer)

@@ -6,7 +6,8 @@ these parts are the same everywhere and only the mentions are each kind's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from ..view import View
 
@@ -64,3 +65,17 @@ def fit_fields(fields: list[tuple[str, str]], hidden: int, budget: int, note: in
     if hidden:
         kept.append((ELLIPSIS, f"{hidden} more field{'s' if hidden > 1 else ''} not shown"))
     return kept
+
+
+def clip(view: View, limit: int) -> View:
+    """The view's long strings trimmed to ``limit`` (what a message could show): a 1 MB title costs no more
+    than a short one."""
+    trim = {name: getattr(view, name).strip()[: limit + 1] for name in ("text", "title", "category", "head")}
+    return replace(view, **trim)
+
+
+def head(view: View, icons: Mapping[str, str], inert: Inert) -> str:
+    """``⚠️ [warning] db``: severity (with its icon) and category; the category alone for a gateway note."""
+    if not view.severity:
+        return inert(view.category)
+    return f"{icons.get(view.severity, '')} [{view.severity}] {inert(view.category)}".strip()

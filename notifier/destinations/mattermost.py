@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -48,7 +47,7 @@ from ..errors import Permanent
 from ..rules import Rule, parse_rules
 from ..view import View
 from .base import Message, Posted, view_of
-from .markdown import ZWSP, cut, fit_fields
+from .markdown import ZWSP, clip, cut, fit_fields, head
 from .markdown import links as markdown_links
 from .webhook import Hook
 
@@ -86,7 +85,7 @@ def _word_char(char: str) -> bool:
 
 def shape(view: View) -> dict[str, Any]:
     """The body Mattermost's incoming webhook takes for ``view``: a line of text and one attachment."""
-    view = _clip(view)
+    view = clip(view, POST)
     text, fallback = _summary(view), cut(_plain(view), SUMMARY)
     title = cut(" ".join(inert(view.title).split()), TITLE)
     footer = cut("\n".join(inert(line) for line in view.lines).strip(), FOOTER_SHARE)
@@ -107,23 +106,10 @@ def shape(view: View) -> dict[str, Any]:
     return {"text": text, "attachments": [attachment]}
 
 
-def _clip(view: View) -> View:
-    """The view's long strings trimmed to what a post could show: a 1 MB title costs no more than a short one."""
-    trim = {name: getattr(view, name).strip()[: POST + 1] for name in ("text", "title", "category", "head")}
-    return replace(view, **trim)
-
-
-def _head(view: View) -> str:
-    """``:warning: [warning] db``: severity and category."""
-    if not view.severity:
-        return inert(view.category)
-    return f"{ICONS.get(view.severity, '')} [{view.severity}] {inert(view.category)}".strip()
-
-
 def _summary(view: View) -> str:
     """The post's message: what happened (``Resolved``) and the head; the title if there is no attachment title."""
     what = (f"{RESOLVED_ICON} " if view.resolved else "") + (f"**{inert(view.head)}**" if view.head else "")
-    line = " ".join(part for part in (what.strip(), _head(view)) if part)
+    line = " ".join(part for part in (what.strip(), head(view, ICONS, inert)) if part)
     return cut(" ".join((line or inert(view.text.split("\n", 1)[0])).split()), SUMMARY) or "(no text)"
 
 
