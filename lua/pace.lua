@@ -12,7 +12,8 @@
 --         (strings whose TTL is the time left)
 -- KEYS[4], KEYS[5] (optional) the slots and cooldown of the same channel under its other
 --         name (a Slack channel's name, once its id is known): replicas that do not know the
---         id yet pace under the name, so the id's slots keep clear of those too
+--         id yet pace under the name, so the id's slots keep clear of those, and each slot is
+--         written there too, for those replicas to keep clear of it in turn
 -- ARGV    pairs COUNT, WINDOW_US: the rules, each window already widened by the caller
 --
 -- Returns the time to wait before sending, in us.
@@ -33,7 +34,9 @@ for _, i in ipairs({2, 3, 5}) do
   local left = KEYS[i] and redis.call('PTTL', KEYS[i]) or 0
   if left > 0 then slot = math.max(slot, now + left * 1000) end
 end
-redis.call('LPUSH', KEYS[1], string.format('%.0f', slot))
-redis.call('LTRIM', KEYS[1], 0, keep - 1)
-redis.call('PEXPIRE', KEYS[1], math.ceil((slot - now + longest) / 1000) + 1000)
+for _, key in ipairs({KEYS[1], KEYS[4]}) do
+  redis.call('LPUSH', key, string.format('%.0f', slot))
+  redis.call('LTRIM', key, 0, keep - 1)
+  redis.call('PEXPIRE', key, math.ceil((slot - now + longest) / 1000) + 1000)
+end
 return slot - now

@@ -5,8 +5,9 @@ channel, not the spelling. When Slack answers a post with the channel's id, the
 name -> id pair is kept in the store (a capped hash, fleet-wide), and from then on
 every replica paces the name under the id's bucket: two senders (one per spelling)
 share one pace. Until a post has taught it, a name is paced on its own; after, a
-send under the id also keeps clear of the name's slots and cooldown (``pace.lua``
-KEYS[4], KEYS[5]), as a replica that has not learnt the id yet still paces there.
+send under the id also keeps clear of the name's slots and cooldown, and writes its
+slot there too (``pace.lua`` KEYS[4], KEYS[5]), as a replica that has not learnt the
+id yet still paces under the name alone.
 """
 
 from __future__ import annotations
