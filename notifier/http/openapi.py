@@ -49,7 +49,6 @@ from .windows import NAME_PATTERN, WindowRequest
 REF = "#/components/schemas/{model}"
 Doc = dict[str, Any]
 
-
 REQUESTS = (Event, Payload, OverrideRequest, RequeueRequest, AckRequest, WindowRequest, ReloadRequest)
 ANSWERS = (
     Accepted,

@@ -7,11 +7,14 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 import yaml
 from clicks import AUTH, Replicas
 from helpers import http, wait_for
 from slack_standin import SlackStandin, block_actions_payload, signed_action_request
 from socket_mode_standin import APP_TOKEN, SocketModeStandin
+
+from notifier.store.keys import Keys
 
 ACME, CONTOSO = ("xoxb-acme-1111", "T0ACME0001"), ("xoxb-contoso-22", "T0CONTOSO2")
 SECRETS = {"acme": "acme-signing-secret", "contoso": "contoso-signing-secret"}
@@ -93,6 +96,9 @@ def test_each_workspace_gets_its_own_events_within_its_own_budget(fleet, workspa
     assert all(text.startswith(":information_source: [info] db") for text in acme.texts()), acme.texts()
     assert all("deploy" in text for text in contoso.texts()), contoso.texts()
     assert acme.refusals == contoso.refusals == [] and acme.throttled == contoso.throttled == []
+    delivered = lambda: a.get("/v1/stats", AUTH)[1]["destinations"]  # noqa: E731
+    # Counted after the settle, a moment after the stand-in has the post.
+    wait_for(lambda: [delivered()[name].get("delivered") for name in ("acme", "contoso")] == [4, 3], 10, what="counts")
     stats = a.get("/v1/stats", AUTH)[1]
     assert stats["by_level"]["workspace"] == {
         "acme": {"accepted": 4, "dropped": 0},
@@ -105,11 +111,16 @@ def test_each_workspace_gets_its_own_events_within_its_own_budget(fleet, workspa
     assert abs(first[0] - first[1]) < 0.9, first
 
 
-def test_a_channel_named_and_given_by_id_shares_one_pace(fleet, workspaces, tmp_path):
+def test_a_channel_named_and_given_by_id_shares_one_pace(fleet, workspaces, tmp_path, redis_url):
     acme, contoso = workspaces
     a, b = fleet(config(tmp_path, acme, contoso))
     assert send(a, "db", "teach-0") == 202  # Slack's answer to this post names #alerts' id
-    wait_for(lambda: len(acme.texts()) == 1, 10, what="the first post")
+    # Kept once the answer is read: a moment after the stand-in has the post (seconds on a loaded machine).
+    store = redis.Redis.from_url(redis_url)
+    try:
+        wait_for(lambda: store.hget(Keys("notifier").channel_ids(), "acme:#alerts"), 10, what="the id learnt")
+    finally:
+        store.close()
     for i in range(4):
         assert send([a, b][i % 2], "db", f"name-{i}") == 202
         assert send([b, a][i % 2], "byid", f"id-{i}") == 202
