@@ -35,26 +35,52 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
+from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests" / "support")]
 
 import redis  # noqa: E402
 import storm_links  # noqa: E402
-import yaml  # noqa: E402
-from helpers import Gateway, RedisServer, free_port, http, wait_for  # noqa: E402
+from helpers import Gateway, RedisServer, http  # noqa: E402
 
-CATEGORIES = [f"storm-{c}" for c in range(20)]
+# The storm's bodies and settings, its servers and its Redis figures live in modules of their own; every name
+# stays importable from here (other benchmarks use them as ``storm.NAME``).
+from storm_bodies import (  # noqa: E402, F401
+    ACTING,
+    CATEGORIES,
+    RESERVES,
+    TREE,
+    alert_body,
+    quiet_hours_later,
+    slack_body,
+    templates_config,
+)
+from storm_redis import (  # noqa: E402, F401
+    counters,
+    evalsha_stats,
+    keyed_in_store,
+    memory_per_event,
+    process_cpu,
+    redis_cpu,
+    script_vs_ping,
+)
+from storm_servers import (  # noqa: E402, F401
+    _answers,
+    pin,
+    start_baseline,
+    start_servers,
+    start_socket_pair,
+    stop_servers,
+)
+
 BENCH_TOKEN = "bench-token-0c1d2e3f4a5b6c7d8e9f"  # with --token: NOTIFIER_API_TOKENS of the gateways
 AUTH: dict[str, str] = {}  # with --token: the header every request of the storm carries (the baseline ignores it)
 # Scenario -> the wrk script's arguments (see storm.lua): distinct dedup_keys, links or critical.
@@ -74,12 +100,6 @@ MEASURED_ON = {
     "alerts-critical": ("reserves", "tree"),
     "alerts-links": ("links",),
 }
-TREE = HERE / "tree.yaml"
-
-
-def pin(core: int) -> list[str]:
-    """A taskset prefix for ``core``, or nothing where taskset is missing."""
-    return ["taskset", "-c", str(core)] if shutil.which("taskset") and os.cpu_count() > 1 else []
 
 
 def wrk_output(url: str, seconds: float, connections: int, script_args: list[str], *options: str) -> str:
@@ -104,106 +124,12 @@ def wrk(url: str, seconds: float, connections: int, script_args: list[str]) -> t
     return rate, int(total.group(1)), int(non2xx.group(1)) if non2xx else 0
 
 
-def start_baseline() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([*pin(0), sys.executable, str(HERE / "baseline.py"), str(port)])
-    url = f"http://127.0.0.1:{port}"
-    wait_for(lambda: _answers(url), 20, what="baseline")
-    return proc, url
-
-
-def _answers(url: str) -> bool:
-    try:
-        return http("POST", url + "/v1/events", {"category": "x", "text": "y"}, timeout=1)[0] == 202
-    except OSError:
-        return False
-
-
-def alert_body(j: int, links: bool = False, critical: bool = False) -> dict:
-    """The alert body storm.lua sends for key ``j``."""
-    body = {
-        "category": CATEGORIES[j % 20],
-        "text": f"disk full on host-{j}",
-        "severity": "critical" if critical and j // 20 % 10 == 0 else "error",
-        "fields": {"host": f"h{j}", "team": f"t{j % 20 % 4}"},
-        "dedup_key": f"{'linked' if links else 'disk'}-{j}",
-    }
-    if links:
-        body["links"] = [
-            {"text": "Runbook", "url": "https://runbooks.example.com/disk-full"},
-            {"text": "Dashboard", "url": f"https://grafana.example.com/d/hosts?var-host=h{j}"},
-        ]
-    return body
-
-
-def slack_body(j: int) -> dict:
-    """The Alertmanager ``slack_configs`` payload storm.lua's ``webhook`` scenario sends for ``j``."""
-    lines = "".join(
-        f"*Alert:* DiskFull - critical\n*Description:* Disk /var on host-{j}-{k} is 95% full, writes will fail "
-        f"within the hour\n*Details:*\n \u2022 *alertname:* `DiskFull`\n \u2022 *instance:* `host-{j}-{k}:9100`\n"
-        " \u2022 *job:* `node`\n \u2022 *severity:* `critical`\n"
-        for k in (1, 2, 3)
-    )
-    attachment = {
-        "title": "[FIRING:3] DiskFull (node prod critical)",
-        "title_link": f"http://alertmanager.example:9093/#/alerts?receiver=slack-{j}",
-        "pretext": "",
-        "text": lines,
-        "fallback": "[FIRING:3] DiskFull (node prod critical) | http://alertmanager.example:9093/#/alerts?receiver=slack",
-        "callback_id": "",
-        "footer": "",
-        "color": "danger",
-        "mrkdwn_in": ["fallback", "pretext", "text"],
-        "actions": [{"type": "button", "text": "Runbook :green_book:", "url": "https://runbooks.example.com/DiskFull"}],
-        "fields": [
-            {"title": "cluster", "value": f"prod-{j}", "short": True},
-            {"title": "severity", "value": "critical", "short": True},
-            {"title": "team", "value": "storage", "short": True},
-        ],
-    }
-    return {
-        "channel": "#alerts",
-        "username": "Alertmanager",
-        "icon_emoji": ":fire:",
-        "link_names": False,
-        "attachments": [attachment],
-    }
-
-
 def admit_alerts(gateway: Gateway) -> None:
     """Admit the 50 keys of ``alerts-50`` and of ``links-50`` (100 events: the global level is full)."""
     for links in (False, True):
         for j in range(50):
             status, body, _ = gateway.post(alert_body(j, links), headers=AUTH)
             assert status in (202, 429), body  # with reserves, the shared part fills first
-
-
-# Issue 23's settings: escalation for every severity, five mute choices, a signing secret.
-ACTING = {
-    "NOTIFIER_ESCALATION": '{"critical": ["5m <!here>", "20m <@U0LEAD>"], "error": ["1h <!here>"], '
-    '"warning": ["2h <!here>"], "info": ["4h <!here>"]}',
-    "NOTIFIER_MUTE_CHOICES": "15m,1h,4h,24h,7d",
-    "NOTIFIER_SLACK_SIGNING_SECRET": "bench-signing-secret",
-}
-
-
-def templates_config() -> str:
-    """A configuration file: every category routed to a channel with a template of its own."""
-    templates = {
-        f"storm-{c}": {
-            "text": f"storm {c}: {{{{ title or category }}}}: {{{{ text }}}}",
-            "blocks": [
-                {"type": "header", "text": {"type": "plain_text", "text": f"Storm {c}: {{{{ category }}}}"}},
-                {"type": "section", "text": {"type": "mrkdwn", "text": "*{{ fields.host|default('-') }}* {{ text }}"}},
-                {"type": "context", "elements": [{"type": "mrkdwn", "text": "{{ severity }} from {{ source }}"}]},
-            ],
-        }
-        for c in range(20)
-    }
-    routes = [{"match": {"category": name}, "channel": "#storm", "template": name} for name in templates]
-    path = Path(tempfile.mkdtemp(prefix="notifier-bench-")) / "templates.yml"
-    path.write_text(json.dumps({"routes": routes, "templates": templates}))  # JSON is YAML
-    return str(path)
 
 
 def saturate(gateway: Gateway, categories: list[str] = CATEGORIES) -> None:
@@ -224,34 +150,6 @@ def saturate(gateway: Gateway, categories: list[str] = CATEGORIES) -> None:
         if all(refused):
             return
     raise AssertionError("the levels never filled")
-
-
-def evalsha_stats(client: redis.Redis) -> tuple[int, int]:
-    """(calls, usec) of EVALSHA so far."""
-    stats = client.info("commandstats").get("cmdstat_evalsha", {})
-    return stats.get("calls", 0), stats.get("usec", 0)
-
-
-def keyed_in_store(client: redis.Redis) -> int:
-    """How many events with a dedup_key the store decided so far (``admit.lua`` reads each one's record)."""
-    return client.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0)
-
-
-def redis_cpu(client: redis.Redis) -> float:
-    info = client.info("cpu")
-    return info["used_cpu_sys"] + info["used_cpu_user"]
-
-
-def process_cpu(pid: int) -> float:
-    """Seconds of CPU (user + system) used so far by process ``pid``."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def counters(client: redis.Redis, pid: int) -> dict[str, float]:
-    """What a round spends is the difference of these before and after it."""
-    calls, usec = evalsha_stats(client)
-    return dict(calls=calls, usec=usec, cpu=redis_cpu(client), own=process_cpu(pid), keyed=keyed_in_store(client))
 
 
 def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args) -> dict:
@@ -293,105 +191,8 @@ def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args)
     return dict(rates=rates, cpu_us=cpu_us, redis=redis_cost)
 
 
-async def script_vs_ping(
-    url: str, prefix: str, limit: str, n: int, prefill: int = 1, tree: bool = False, **extra: str
-) -> dict:
-    """Latency of admit.lua with a batch of 1 (as built by the Limiter) vs PING, sequentially.
-
-    The first ``limit``'s worth of events fill the levels before the timing starts. ``tree``:
-    the four levels of ``bench/tree.yaml``, every rule ``limit``.
-    """
-    from builders import build_limiter
-
-    from notifier.admission.batch import Pending
-    from notifier.config import EMPTY, parse_config
-    from notifier.models import Event
-    from notifier.settings import load_settings
-
-    config = EMPTY
-    if tree:
-        raw = yaml.safe_load(TREE.read_text())
-        for level in raw["levels"]:
-            level["rules"] = limit
-        config = parse_config(raw)
-        settings = load_settings(redis_url=url, key_prefix=prefix, digest_interval=0, **extra)
-    else:
-        settings = load_settings(
-            redis_url=url, key_prefix=prefix, global_limit=limit, category_limit=limit, digest_interval=0, **extra
-        )
-    limiter, store = build_limiter(settings, config=config)
-    client = store.redis
-    sync = redis.Redis.from_url(url)
-    result = {}
-
-    def pending(i: int) -> Pending:
-        event = Event(category=CATEGORIES[i % 20], text="bench")
-        return Pending(event, f"{prefix}-{i}", time.monotonic() + 5, limiter.policy.route(event, "anonymous"))
-
-    for label, call in (
-        ("ping", lambda i: client.ping()),
-        ("admit", lambda i: limiter._ask([pending(i)], {}, {}, limiter._protocol, time.monotonic())),
-    ):
-        for i in range(prefill if label == "admit" else 1):
-            await call(i)  # warm up; fill the levels of a refusing run
-        before = evalsha_stats(sync)
-        started = time.perf_counter()
-        for i in range(n):
-            await call(i)
-        result[label] = (time.perf_counter() - started) / n * 1e6
-        after = evalsha_stats(sync)
-        if label == "admit":
-            result["usec_per_call"] = (after[1] - before[1]) / max(1, after[0] - before[0])
-    await client.aclose()
-    sync.close()
-    return result
-
-
-def memory_per_event(client: redis.Redis, prefix: str) -> float:
-    """Bytes in the sliding logs per admitted event (both logs, all categories)."""
-    keys = [k for k in client.scan_iter(match=f"{prefix}:*log:*")]
-    events = client.zcard(f"{prefix}:{{{prefix}}}:log:global")
-    total = sum(client.memory_usage(k, samples=0) or 0 for k in keys)
-    return total / max(1, events), events
-
-
-RESERVES = {
-    "NOTIFIER_CATEGORY_RESERVES": '{"storm-0": "10%", "storm-1": "10%", "storm-2": "10%", "storm-3": "5%"}',
-    "NOTIFIER_CRITICAL_RESERVE": "10%",
-}
-
-
-def start_socket_pair(limits: dict[str, str], command: list[str] | None) -> tuple[object, dict[str, Gateway]]:
-    """A Slack stand-in with Socket Mode, and two gateways posting to it: ``slack`` with a bot token and
-    a signing secret, ``socket-mode`` the same with an app token (its connection open before the storm)."""
-    from slack_standin import TOKEN, SlackStandin
-    from socket_mode_standin import APP_TOKEN, SocketModeStandin
-
-    slack = SlackStandin(socket_mode=SocketModeStandin()).start()
-    bot = {"NOTIFIER_SLACK_BOT_TOKEN": TOKEN, "NOTIFIER_SLACK_API_URL": slack.api_url, "NOTIFIER_SLACK_CHANNEL": "#b"}
-    bot["NOTIFIER_SLACK_SIGNING_SECRET"] = "bench-signing-secret"
-    pair = {
-        "slack": Gateway({**limits, **bot, "NOTIFIER_KEY_PREFIX": "slack"}, wrapper=pin(0), command=command),
-        "socket-mode": Gateway(
-            {**limits, **bot, "NOTIFIER_KEY_PREFIX": "socket", "NOTIFIER_SLACK_APP_TOKEN": APP_TOKEN},
-            wrapper=pin(0),
-            command=command,
-        ),
-    }
-    for each in pair.values():
-        each.start()
-    socket = pair["socket-mode"]
-    wait_for(lambda: http("GET", socket.url + "/healthz")[1].get("socket_mode") == "connected", 15, what="connected")
-    return slack, pair
-
-
-def quiet_hours_later() -> str:
-    """Quiet hours for every channel, an hour long, starting in about 6 hours: configured, not in force."""
-    start = (time.gmtime().tm_hour + 6) % 24
-    return f'{{"*": "{start:02d}:00-{(start + 1) % 24:02d}:00 UTC"}}'
-
-
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line: rounds and their length, the gateways' options, the scenarios to run."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 rounds of 2 s")
     parser.add_argument("--rounds", type=int, default=5)
@@ -420,14 +221,13 @@ def main() -> None:
         args.scenarios.append("plain")  # the templated gateway's storm is the plain one, measured beside it
     if args.quick:
         args.rounds, args.seconds = 3, 2
-    if not shutil.which("wrk"):
-        sys.exit("wrk not found: apt-get install -y wrk")
-    last = (os.cpu_count() or 1) - 1
-    server = RedisServer(extra=[]).start()
-    if pin(last):
-        subprocess.run(["taskset", "-pc", str(last), str(server.proc.pid)], capture_output=True)
-    client = redis.Redis.from_url(server.url)
-    limits = {"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"}
+    return args
+
+
+def gateway_settings(redis_url: str, args: argparse.Namespace) -> dict[str, str]:
+    """The environment every gateway starts from: the run's Redis, the limits and the options of ``args``
+    (with ``--token``, every request of the storm carries the token from now on)."""
+    limits = {"NOTIFIER_REDIS_URL": redis_url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"}
     if args.quiet_hours:
         limits["NOTIFIER_QUIET_HOURS"] = quiet_hours_later()
     if args.acting:
@@ -435,76 +235,68 @@ def main() -> None:
     if args.token:
         limits["NOTIFIER_API_TOKENS"] = BENCH_TOKEN
         AUTH["Authorization"] = f"Bearer {BENCH_TOKEN}"
-    command = [args.gateway_command, "serve"] if args.gateway_command else None
-    gateway = Gateway(limits, wrapper=pin(0), command=command).start()
-    reserves = Gateway(
-        {**limits, **RESERVES, "NOTIFIER_KEY_PREFIX": "reserves"}, wrapper=pin(0), command=command
-    ).start()
-    own = {k: v for k, v in limits.items() if k not in ("NOTIFIER_GLOBAL_LIMIT", "NOTIFIER_CATEGORY_LIMIT")}
-    tree = Gateway(
-        {**own, "NOTIFIER_CONFIG": str(TREE), "NOTIFIER_KEY_PREFIX": "tree"}, wrapper=pin(0), command=command
-    ).start()
-    templated = None
-    if "templates" in args.scenarios:
-        config = {**limits, "NOTIFIER_KEY_PREFIX": "templates", "NOTIFIER_CONFIG": templates_config()}
-        templated = Gateway(config, wrapper=pin(0), command=command).start()
-    slack, pair = start_socket_pair(limits, command) if args.socket_mode else (None, {})
-    links_slack, links = (
-        storm_links.start(limits, pin(0), command) if "alerts-links" in args.scenarios else (None, None)
+    return limits
+
+
+def measure(started: SimpleNamespace, redis_url: str, client: redis.Redis, args: argparse.Namespace) -> tuple:
+    """Fill the levels, run the rounds, then time admit.lua and weigh the logs: every figure ``report`` prints."""
+    gateway, reserves, tree, templated = started.gateway, started.reserves, started.tree, started.templated
+    pair, links, baseline, baseline_url = started.pair, started.links, started.baseline, started.baseline_url
+    admit_alerts(gateway)
+    for each in (gateway, reserves, tree, *([templated] if templated else []), *pair.values()):
+        saturate(each)
+    if links:
+        saturate(links, storm_links.CATEGORIES)
+    print(
+        f"storm: {args.rounds} rounds x {args.seconds:g} s, {args.connections} connections, "
+        f"20 categories (4 with reserves, and 10% for critical events, in 'reserves'; "
+        f"the four levels of bench/tree.yaml in 'tree'); load: {os.getloadavg()[0]:.2f}",
+        flush=True,
     )
-    baseline, baseline_url = start_baseline()
+    servers = {
+        "gateway": (gateway.url, gateway.proc.pid),
+        "reserves": (reserves.url, reserves.proc.pid),
+        "tree": (tree.url, tree.proc.pid),
+        **({"templates": (templated.url, templated.proc.pid)} if templated else {}),
+        **{name: (each.url, each.proc.pid) for name, each in pair.items()},
+        **({"links": (links.url, links.proc.pid)} if links else {}),
+        "baseline": (baseline_url, baseline.pid),
+    }
+    r = storm_rounds(servers, client, args)
+    stats = http("GET", gateway.url + "/v1/stats")[1]
+    refusing = asyncio.run(script_vs_ping(redis_url, "benchfull", "100/1h", 2000, prefill=300))
+    refusing_reserves = asyncio.run(
+        script_vs_ping(
+            redis_url,
+            "benchres",
+            "100/1h",
+            2000,
+            prefill=300,
+            category_reserves=RESERVES["NOTIFIER_CATEGORY_RESERVES"],
+            critical_reserve="10%",
+        )
+    )
+    admitting = asyncio.run(script_vs_ping(redis_url, "benchopen", "1000000/1h", 5000))
+    admitting["tree"] = asyncio.run(script_vs_ping(redis_url, "benchtree", "1000000/1h", 5000, tree=True))
+    mem, tracked = memory_per_event(client, "benchopen")
+    return r, stats, refusing, refusing_reserves, admitting, mem, tracked
+
+
+def main() -> None:
+    args = parse_args()
+    if not shutil.which("wrk"):
+        sys.exit("wrk not found: apt-get install -y wrk")
+    last = (os.cpu_count() or 1) - 1
+    server = RedisServer(extra=[]).start()
+    if pin(last):
+        subprocess.run(["taskset", "-pc", str(last), str(server.proc.pid)], capture_output=True)
+    client = redis.Redis.from_url(server.url)
+    limits = gateway_settings(server.url, args)
+    started = start_servers(limits, args)
     try:
-        admit_alerts(gateway)
-        for each in (gateway, reserves, tree, *([templated] if templated else []), *pair.values()):
-            saturate(each)
-        if links:
-            saturate(links, storm_links.CATEGORIES)
-        print(
-            f"storm: {args.rounds} rounds x {args.seconds:g} s, {args.connections} connections, "
-            f"20 categories (4 with reserves, and 10% for critical events, in 'reserves'; "
-            f"the four levels of bench/tree.yaml in 'tree'); load: {os.getloadavg()[0]:.2f}",
-            flush=True,
-        )
-        servers = {
-            "gateway": (gateway.url, gateway.proc.pid),
-            "reserves": (reserves.url, reserves.proc.pid),
-            "tree": (tree.url, tree.proc.pid),
-            **({"templates": (templated.url, templated.proc.pid)} if templated else {}),
-            **{name: (each.url, each.proc.pid) for name, each in pair.items()},
-            **({"links": (links.url, links.proc.pid)} if links else {}),
-            "baseline": (baseline_url, baseline.pid),
-        }
-        r = storm_rounds(servers, client, args)
-        stats = http("GET", gateway.url + "/v1/stats")[1]
-        refusing = asyncio.run(script_vs_ping(server.url, "benchfull", "100/1h", 2000, prefill=300))
-        refusing_reserves = asyncio.run(
-            script_vs_ping(
-                server.url,
-                "benchres",
-                "100/1h",
-                2000,
-                prefill=300,
-                category_reserves=RESERVES["NOTIFIER_CATEGORY_RESERVES"],
-                critical_reserve="10%",
-            )
-        )
-        admitting = asyncio.run(script_vs_ping(server.url, "benchopen", "1000000/1h", 5000))
-        admitting["tree"] = asyncio.run(script_vs_ping(server.url, "benchtree", "1000000/1h", 5000, tree=True))
-        mem, tracked = memory_per_event(client, "benchopen")
+        r, stats, refusing, refusing_reserves, admitting, mem, tracked = measure(started, server.url, client, args)
     finally:
-        gateway.stop()
-        reserves.stop()
-        tree.stop()
-        if templated:
-            templated.stop()
-        for each in pair.values():
-            each.stop()
-        for each in (links, links_slack, slack):
-            if each is not None:
-                each.stop()
-        baseline.terminate()
-        baseline.wait(10)
-        server.stop()
+        stop_servers(started, server)
     report(r, stats, refusing, refusing_reserves, admitting, mem, tracked, args)
 
 
