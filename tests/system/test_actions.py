@@ -140,6 +140,12 @@ def test_mute_and_unmute_from_slack(make_fleet, slack):
         "an edit, no new message"
     )
 
+    unmute_from_slack(gateways, slack, ts)
+
+
+def unmute_from_slack(gateways: list[Gateway], slack, ts: str) -> None:
+    """The second half of ``test_mute_and_unmute_from_slack``: another user clicks unmute on the
+    muted message ``ts``; db is admitted on every replica and the message is edited back."""
     status, answer, took, answered = click(gateways[2], slack, ts, "unmute", user=OTHER_USER)
     assert status == 200, answer
     print(f"unmute click answered in {took * 1000:.0f} ms: {answer}")
@@ -248,21 +254,14 @@ def signed(payload: dict | None = None, raw: bytes | None = None, secret: str = 
     return body, headers
 
 
-def test_bad_clicks_are_refused_and_change_nothing(make_fleet, slack):
-    gateways = make_fleet(replicas=2)
-    ts = post_event(gateways[0], slack, "db", "cpu 99% on db-1").ts
-    message = slack.message_json(ts)
-    value = the_button(message, "mute")["value"]
-    channel = slack.channel_id("#alerts")
-    good = block_actions_payload("mute", value, USER, channel, ts, message)
-    url = gateways[1].url + "/v1/slack/actions"
-
+def unauthorized_clicks(good: dict) -> list[tuple[str, bytes, dict]]:
+    """Requests for the click ``good`` that are not Slack's, each to be answered 401: (what, body, headers)."""
     body, headers = signed_action_request(SECRET, good)
     unsigned = {"Content-Type": "application/x-www-form-urlencoded"}
     stale_body, stale = signed_action_request(SECRET, good, timestamp=time.time() - 360)
     future_body, future = signed_action_request(SECRET, good, timestamp=time.time() + 360)
     wrong_body, wrong = signed_action_request("not-the-secret", good)
-    unauthorized = [
+    return [
         ("wrong secret", wrong_body, wrong),
         ("tampered body", body.replace(b"U0ALICE123", b"U0MALLORY1"), headers),
         ("stale timestamp (6 min old)", stale_body, stale),
@@ -274,10 +273,11 @@ def test_bad_clicks_are_refused_and_change_nothing(make_fleet, slack):
         ("timestamp not a number", body, {**headers, "X-Slack-Request-Timestamp": "soon"}),
         ("bearer token instead", body, {**unsigned, **AUTH}),
     ]
-    for what, raw, head in unauthorized:
-        status, answer, _ = http("POST", url, raw, head)
-        assert status == 401, (what, status, answer)
-        assert "error" in answer, (what, answer)
+
+
+def unreadable_clicks(good: dict) -> list[tuple[str, tuple[bytes, dict]]]:
+    """Correctly signed requests that are no readable click (variations of ``good``), each to be
+    answered 400: (what, (body, headers))."""
 
     def payload(**change: object) -> dict:
         return {**good, **change}
@@ -285,7 +285,7 @@ def test_bad_clicks_are_refused_and_change_nothing(make_fleet, slack):
     def action(**change: object) -> dict:
         return payload(actions=[{**good["actions"][0], **change}])
 
-    unreadable = [
+    return [
         ("not a form", signed(raw=b"%%%garbage&&==")),
         ("no payload field", signed(raw=b"data=%7B%7D")),
         ("payload not JSON", signed(raw=b"payload=%7Bnot+json")),
@@ -301,7 +301,23 @@ def test_bad_clicks_are_refused_and_change_nothing(make_fleet, slack):
         ("user not an id", signed(payload(user={"id": "<!channel>"}))),
         ("no container", signed({k: v for k, v in good.items() if k != "container"})),
     ]
-    for what, (raw, head) in unreadable:
+
+
+def test_bad_clicks_are_refused_and_change_nothing(make_fleet, slack):
+    gateways = make_fleet(replicas=2)
+    ts = post_event(gateways[0], slack, "db", "cpu 99% on db-1").ts
+    message = slack.message_json(ts)
+    value = the_button(message, "mute")["value"]
+    channel = slack.channel_id("#alerts")
+    good = block_actions_payload("mute", value, USER, channel, ts, message)
+    url = gateways[1].url + "/v1/slack/actions"
+
+    for what, raw, head in unauthorized_clicks(good):
+        status, answer, _ = http("POST", url, raw, head)
+        assert status == 401, (what, status, answer)
+        assert "error" in answer, (what, answer)
+
+    for what, (raw, head) in unreadable_clicks(good):
         status, answer, _ = http("POST", url, raw, head)
         assert status == 400, (what, status, answer)
         assert "error" in answer, (what, answer)

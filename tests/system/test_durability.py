@@ -325,6 +325,39 @@ def _add_replicas(cluster, master_port: int, count: int) -> list[RedisServer]:
     return added
 
 
+def _stall_and_kill_under_load(gateway: Gateway, primary: RedisServer, extra: list[RedisServer], slack):
+    """Under load on ``gateway``, the slot's ``primary`` frozen for a second, then killed; waits until one
+    of its two replicas (``extra``) is promoted and followed, and the load has a 202 again.
+
+    Returns (load, killed, named, replicating, accepted): the stopped load, when the primary was
+    killed, when a replica was promoted, when the first 202 after that was sent, and the texts
+    accepted (every one delivered).
+    """
+    load = Load(gateway.url, "r0")
+    load.start()
+    time.sleep(1.0)
+    freeze(primary)
+    time.sleep(1.0)
+    killed = time.monotonic()
+    primary.stop(kill=True)
+
+    def promoted() -> bool:
+        try:
+            return client(extra[0].port).execute_command("ROLE")[0] == "master" or (
+                client(extra[1].port).execute_command("ROLE")[0] == "master"
+            )
+        except (redis.RedisError, OSError):
+            return False
+
+    wait_for(promoted, 30, 0.02, what="a replica promoted")
+    named = time.monotonic()
+    new = next(n for n in extra if client(n.port).execute_command("ROLE")[0] == "master")
+    wait_for(lambda: Replicated.online(new) >= 1, 20, 0.05, what="the other replica following it")
+    replicating = stop_after_a_202(load)
+    accepted = until_delivered(load.answers, slack, 30)
+    return load, killed, named, replicating, accepted
+
+
 def test_cluster_failover_of_the_slot_primary_with_one_replica_loses_no_202(slack, tmp_path):
     """The slot's primary stalls for a second (the requests in flight time out), then is killed."""
     made = Cluster().start()
@@ -346,28 +379,7 @@ def test_cluster_failover_of_the_slot_primary_with_one_replica_loses_no_202(slac
         }
         gateway = Gateway(env, log_dir=str(tmp_path)).start()
         try:
-            load = Load(gateway.url, "r0")
-            load.start()
-            time.sleep(1.0)
-            freeze(primary)
-            time.sleep(1.0)
-            killed = time.monotonic()
-            primary.stop(kill=True)
-
-            def promoted() -> bool:
-                try:
-                    return client(extra[0].port).execute_command("ROLE")[0] == "master" or (
-                        client(extra[1].port).execute_command("ROLE")[0] == "master"
-                    )
-                except (redis.RedisError, OSError):
-                    return False
-
-            wait_for(promoted, 30, 0.02, what="a replica promoted")
-            named = time.monotonic()
-            new = next(n for n in extra if client(n.port).execute_command("ROLE")[0] == "master")
-            wait_for(lambda: Replicated.online(new) >= 1, 20, 0.05, what="the other replica following it")
-            replicating = stop_after_a_202(load)
-            accepted = until_delivered(load.answers, slack, 30)
+            load, killed, named, replicating, accepted = _stall_and_kill_under_load(gateway, primary, extra, slack)
         finally:
             gateway.stop()
     finally:

@@ -570,22 +570,9 @@ def test_changes_in_quick_succession_reach_every_replica(make_fleet):
     print(f"\n{len(worst)} changes right after another: every replica within {max(worst) * 1000:.0f} ms at worst")
 
 
-def test_bad_changes_answer_422_or_401_and_change_nothing(make_fleet):
-    fleet = make_fleet(replicas=2, skew=False)
-    gateway = fleet.gateways[0]
-    status, answer, _ = change("PUT", gateway, "db", {"rules": "3/1h", "for": "1h"})
-    assert status == 200, answer
-    status, _, _ = change("PUT", gateway, "global", {"rules": "50000/1h"})
-    assert status == 200
-    before = overrides(gateway)
-    assert set(before) == {"db", "global"}, before
-    wait_for(lambda: all(overrides(g) == before for g in fleet.gateways), 5, what="every replica showing both")
-
-    def unchanged(what: object) -> None:
-        for g in fleet.gateways:
-            assert overrides(g) == before, what
-
-    bad = [
+def bad_changes() -> list[tuple[str, object, str]]:
+    """PUTs the gateway must answer 422: (level, body, the field its details must name)."""
+    return [
         ("db", {"rules": "abc"}, "rules"),
         ("db", {"rules": "5/1x"}, "rules"),
         ("db", {"rules": "-1/1h"}, "rules"),
@@ -603,7 +590,44 @@ def test_bad_changes_answer_422_or_401_and_change_nothing(make_fleet):
         ("db", {"rules": "0/1h", "for": "1h", "reason": "noisy"}, "reason"),
         ("db", {"rule": "0/1h"}, "rule"),
     ]
-    for level, body, field in bad:
+
+
+def wrong_authorizations() -> tuple[dict[str, str], ...]:
+    """Headers the gateway must answer 401: no token, a wrong one, the right one not as a bearer token."""
+    return (
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": TOKEN},
+    )
+
+
+def changes_to_authorize() -> tuple[tuple[str, str, object], ...]:
+    """Changes (method, level, body) each tried with every one of ``wrong_authorizations``."""
+    return (
+        ("PUT", "db", {"rules": "0/1h", "for": "1h"}),
+        ("PUT", "web", {"rules": "0/1h"}),
+        ("DELETE", "db", None),
+        ("DELETE", "global", None),
+    )
+
+
+def test_bad_changes_answer_422_or_401_and_change_nothing(make_fleet):
+    fleet = make_fleet(replicas=2, skew=False)
+    gateway = fleet.gateways[0]
+    status, answer, _ = change("PUT", gateway, "db", {"rules": "3/1h", "for": "1h"})
+    assert status == 200, answer
+    status, _, _ = change("PUT", gateway, "global", {"rules": "50000/1h"})
+    assert status == 200
+    before = overrides(gateway)
+    assert set(before) == {"db", "global"}, before
+    wait_for(lambda: all(overrides(g) == before for g in fleet.gateways), 5, what="every replica showing both")
+
+    def unchanged(what: object) -> None:
+        for g in fleet.gateways:
+            assert overrides(g) == before, what
+
+    for level, body, field in bad_changes():
         status, answer, _ = change("PUT", gateway, level, body)
         assert status == 422, (level, body, status, answer)
         named = [d["field"] for d in answer.get("details", [])]
@@ -616,18 +640,8 @@ def test_bad_changes_answer_422_or_401_and_change_nothing(make_fleet):
     assert status == 404, answer
     unchanged("DELETE of levels without an override")
 
-    for headers in (
-        {},
-        {"Authorization": "Bearer wrong"},
-        {"Authorization": f"Basic {TOKEN}"},
-        {"Authorization": TOKEN},
-    ):
-        for method, level, body in (
-            ("PUT", "db", {"rules": "0/1h", "for": "1h"}),
-            ("PUT", "web", {"rules": "0/1h"}),
-            ("DELETE", "db", None),
-            ("DELETE", "global", None),
-        ):
+    for headers in wrong_authorizations():
+        for method, level, body in changes_to_authorize():
             status, answer, _ = change(method, gateway, level, body, headers)
             assert status == 401, (method, level, headers, status, answer)
             unchanged((method, level, headers))
