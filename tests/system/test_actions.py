@@ -3,27 +3,24 @@
 Gateway processes post to the Slack stand-in; a click is the request Slack would send
 (form-encoded ``payload``, signed with the app's signing secret), built from the
 message as the stand-in shows it. The override it makes must hold on every replica
-within 1 s of the click's answer, and the clicked message is edited in place.
+within 1 s of the click's answer, and the clicked message is edited in place. Clicks the
+gateway refuses are in ``test_actions_refused.py``; the fleet both use in ``action_fleet.py``
+(tests/support).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import time
-from urllib.parse import urlencode
 
-import pytest
-import slack_standin
+import action_fleet
+from action_fleet import SECRET, click, signed
 from clicks import (
-    API_TOKEN,
     AUTH,
     BOUND,
     CLICK_ANSWER,
     OTHER_USER,
     USER,
-    Replicas,
     buttons,
     chosen,
     context_texts,
@@ -41,56 +38,7 @@ from clicks import (
 from helpers import Gateway, http, wait_for
 from slack_standin import block_actions_payload, signed_action_request
 
-SECRET = "8f14e45fceea167a5a36dedd4bea2543"
-
-
-def env(redis_url: str, slack, secret: str | None = SECRET, choices: str | None = "1h") -> dict[str, str]:
-    settings = {
-        "NOTIFIER_REDIS_URL": redis_url,
-        "NOTIFIER_API_TOKENS": API_TOKEN,
-        "NOTIFIER_GLOBAL_LIMIT": "100000/1h",
-        "NOTIFIER_CATEGORY_LIMIT": "100000/1h",
-        "NOTIFIER_DIGEST_INTERVAL": "0",
-        "NOTIFIER_SLACK_BOT_TOKEN": slack_standin.TOKEN,
-        "NOTIFIER_SLACK_API_URL": slack.api_url,
-        "NOTIFIER_SLACK_CHANNEL": "#alerts",
-        "NOTIFIER_CHANNEL_RATE": "20/1s",
-    }
-    if secret:
-        settings["NOTIFIER_SLACK_SIGNING_SECRET"] = secret
-    if choices:  # one choice: the mute control is one button (the default, three, is a menu)
-        settings["NOTIFIER_MUTE_CHOICES"] = choices
-    return settings
-
-
-@pytest.fixture
-def make_fleet(redis_url, slack, tmp_path):
-    fleet = Replicas(str(tmp_path))
-
-    def make(replicas: int = 3, secret: str | None = SECRET, choices: str | None = "1h") -> list[Gateway]:
-        return fleet.start(env(redis_url, slack, secret, choices), replicas)
-
-    yield make
-    fleet.stop()
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def click(
-    gateway: Gateway, slack, ts: str, action_id: str, user: str = USER, choice: str | None = None, **change: object
-):
-    """Click ``action_id`` on the message ``ts`` as Slack would (``choice``: the option picked in a menu):
-    (status, answer, seconds, answered at)."""
-    message = slack.message_json(ts)
-    element = control(message, action_id)
-    value = element.get("value") if element["type"] == "button" else chosen(element, choice)
-    payload = block_actions_payload(action_id, value, user, slack.channel_id("#alerts"), ts, message)
-    payload |= change
-    body, headers = signed_action_request(SECRET, payload)
-    started = time.monotonic()
-    status, answer, _ = http("POST", gateway.url + "/v1/slack/actions", body, headers)
-    return status, answer, time.monotonic() - started, time.time()
+make_fleet = action_fleet.make_fleet  # a fixture, from tests/support/action_fleet.py
 
 
 # ---------------------------------------------------------------- the tests
@@ -239,130 +187,6 @@ def test_buttons_keep_the_largest_message_within_slack_limits(make_fleet, slack)
     wait_for(edited_to(slack, received.ts, "Muted big until"), 20, what="the big message edited")
     the_button(slack.message_json(received.ts), "unmute")
     assert slack.refusals == []
-
-
-def signed(payload: dict | None = None, raw: bytes | None = None, secret: str = SECRET):
-    """A request correctly signed (HMAC-SHA256 of the raw bytes, as Slack documents) for any body."""
-    body = raw if raw is not None else urlencode({"payload": json.dumps(payload)}).encode()
-    when = str(int(time.time()))
-    digest = hmac.new(secret.encode(), b"v0:" + when.encode() + b":" + body, hashlib.sha256).hexdigest()
-    headers = {
-        "Content-Type": "application/x-www-form-urlencoded",
-        "X-Slack-Request-Timestamp": when,
-        "X-Slack-Signature": "v0=" + digest,
-    }
-    return body, headers
-
-
-def unauthorized_clicks(good: dict) -> list[tuple[str, bytes, dict]]:
-    """Requests for the click ``good`` that are not Slack's, each to be answered 401: (what, body, headers)."""
-    body, headers = signed_action_request(SECRET, good)
-    unsigned = {"Content-Type": "application/x-www-form-urlencoded"}
-    stale_body, stale = signed_action_request(SECRET, good, timestamp=time.time() - 360)
-    future_body, future = signed_action_request(SECRET, good, timestamp=time.time() + 360)
-    wrong_body, wrong = signed_action_request("not-the-secret", good)
-    return [
-        ("wrong secret", wrong_body, wrong),
-        ("tampered body", body.replace(b"U0ALICE123", b"U0MALLORY1"), headers),
-        ("stale timestamp (6 min old)", stale_body, stale),
-        ("timestamp 6 min ahead", future_body, future),
-        ("no headers", body, unsigned),
-        ("no signature", body, {**unsigned, "X-Slack-Request-Timestamp": headers["X-Slack-Request-Timestamp"]}),
-        ("no timestamp", body, {**unsigned, "X-Slack-Signature": headers["X-Slack-Signature"]}),
-        ("signature not v0", body, {**headers, "X-Slack-Signature": headers["X-Slack-Signature"][3:]}),
-        ("timestamp not a number", body, {**headers, "X-Slack-Request-Timestamp": "soon"}),
-        ("bearer token instead", body, {**unsigned, **AUTH}),
-    ]
-
-
-def unreadable_clicks(good: dict) -> list[tuple[str, tuple[bytes, dict]]]:
-    """Correctly signed requests that are no readable click (variations of ``good``), each to be
-    answered 400: (what, (body, headers))."""
-
-    def payload(**change: object) -> dict:
-        return {**good, **change}
-
-    def action(**change: object) -> dict:
-        return payload(actions=[{**good["actions"][0], **change}])
-
-    return [
-        ("not a form", signed(raw=b"%%%garbage&&==")),
-        ("no payload field", signed(raw=b"data=%7B%7D")),
-        ("payload not JSON", signed(raw=b"payload=%7Bnot+json")),
-        ("payload a list", signed(raw=urlencode({"payload": "[1, 2]"}).encode())),
-        ("empty body", signed(raw=b"")),
-        ("not block_actions", signed(payload(type="view_submission"))),
-        ("no actions", signed(payload(actions=[]))),
-        ("unknown action_id", signed(action(action_id="delete"))),
-        ("value not JSON", signed(action(value="db"))),
-        ("value without category", signed(action(value=json.dumps({"record": ""})))),
-        ("category not valid", signed(action(value=json.dumps({"category": "db; DROP", "record": ""})))),
-        ("record of no alert", signed(action(value=json.dumps({"category": "db", "record": "other:key"})))),
-        ("user not an id", signed(payload(user={"id": "<!channel>"}))),
-        ("no container", signed({k: v for k, v in good.items() if k != "container"})),
-    ]
-
-
-def test_bad_clicks_are_refused_and_change_nothing(make_fleet, slack):
-    gateways = make_fleet(replicas=2)
-    ts = post_event(gateways[0], slack, "db", "cpu 99% on db-1").ts
-    message = slack.message_json(ts)
-    value = the_button(message, "mute")["value"]
-    channel = slack.channel_id("#alerts")
-    good = block_actions_payload("mute", value, USER, channel, ts, message)
-    url = gateways[1].url + "/v1/slack/actions"
-
-    for what, raw, head in unauthorized_clicks(good):
-        status, answer, _ = http("POST", url, raw, head)
-        assert status == 401, (what, status, answer)
-        assert "error" in answer, (what, answer)
-
-    for what, (raw, head) in unreadable_clicks(good):
-        status, answer, _ = http("POST", url, raw, head)
-        assert status == 400, (what, status, answer)
-        assert "error" in answer, (what, answer)
-
-    time.sleep(1.5)  # anything a refused click had started would show by now
-    for gateway in gateways:
-        assert overrides(gateway) == {}
-        assert is_admitted(*send(gateway, "db"))
-    assert slack.updates == [] and slack.message(ts).edits == [], "no message was edited"
-    assert slack.refusals == []
-
-    # The same click, correctly signed and without any bearer token, is accepted.
-    status, answer, _, answered = click(gateways[1], slack, ts, "mute")
-    assert status == 200, answer
-    assert max(until_every_replica(gateways, "db", is_muted("db"), answered)) < BOUND
-
-
-def test_a_body_that_is_not_utf8_is_unreadable(make_fleet, slack):
-    """Slack's requests are UTF-8, and slack-sdk's verifier reads the body as such: a body that is
-    not cannot be a click, signed or not (400), and nothing changes."""
-    gateways = make_fleet(replicas=1)
-    for secret in (None, "not-the-secret"):
-        raw, headers = signed(raw=b"payload=\xff\xfe", **({"secret": secret} if secret else {}))
-        status, answer, _ = http("POST", gateways[0].url + "/v1/slack/actions", raw, headers)
-        assert status == 400, (status, answer)
-    assert overrides(gateways[0]) == {} and slack.updates == []
-
-
-def test_without_a_signing_secret_there_are_no_buttons_and_no_actions(make_fleet, slack):
-    gateways = make_fleet(replicas=1, secret=None)
-    ts = post_event(gateways[0], slack, "db", "no buttons here").ts
-    message = slack.message_json(ts)
-    print(f"\nwithout a signing secret:\n{shown(slack, ts)}")
-    assert buttons(message) == [] and not [b for b in message["blocks"] if b.get("type") == "actions"]
-    for secret in (SECRET, ""):
-        payload = block_actions_payload(
-            "mute", json.dumps({"category": "db", "record": ""}), USER, slack.channel_id("#alerts"), ts, message
-        )
-        body, headers = signed_action_request(secret or "x", payload)
-        status, answer, _ = http("POST", gateways[0].url + "/v1/slack/actions", body, headers)
-        assert 400 <= status < 500 and "error" in answer, (status, answer)
-    time.sleep(1.0)
-    assert overrides(gateways[0]) == {}
-    assert is_admitted(*send(gateways[0], "db"))
-    assert slack.updates == [] and slack.refusals == []
 
 
 # ---------------------------------------------------------------- mute choices and links
