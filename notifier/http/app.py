@@ -17,7 +17,7 @@ from ..delivery.worker import Delivery
 from ..gateway_ts import GatewayTs
 from ..metrics import Metrics
 from ..settings import Settings
-from ..slack.names import Names, directory
+from ..slack.names import Names, directories
 from ..slack.templates import Templates
 from ..slack.workspaces import Workspaces
 from ..store.audit import Audit
@@ -159,8 +159,8 @@ def connect_store(settings: Settings) -> Store:
 def console_parts(app: web.Application, gateway: Gateway, session: aiohttp.ClientSession) -> asyncio.Task[None]:
     """The console's chart and names (http/history.py, http/names.py); the loop that samples each minute."""
     minutes = app[history.HISTORY] = History(gateway.store, gateway.scripts, gateway.keys)
-    first = next(iter(gateway.workspaces.all), None)
-    app[names.NAMES] = Names(directory(first, session), gateway.store, gateway.keys)
+    clients = lambda: directories(gateway.workspaces.all, session)  # noqa: E731 (those in force: reloads swap them)
+    app[names.NAMES] = Names(clients, gateway.store, gateway.keys)
     return asyncio.create_task(every("sampling the counts of the minute", minutes.pause, minutes.sample))
 
 

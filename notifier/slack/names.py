@@ -12,8 +12,10 @@ per minute in the store), so no reader can spend the bot token's rate limits, wh
 messages need. A request waits at most :data:`WAIT` seconds for Slack; a name not back by
 then is asked for again with a later request. None of this is on the admission path.
 
-:class:`Names` takes the client it asks (any :class:`Directory`), so a gateway with several
-workspaces can hold one per workspace.
+:class:`Names` asks the clients it is given (any :class:`Directory`), one per Slack workspace,
+each in turn: ids are unique across workspaces, so the first that names an id names it, and an
+id is kept as unknown only when every workspace refused it. The clients are asked for when a
+name is missing, so a reload's workspaces are asked from then on.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import aiohttp
@@ -48,23 +50,25 @@ class Directory(Protocol):
     async def conversations_info(self, *, channel: str) -> Any: ...
 
 
-def directory(workspace: Workspace | None, session: aiohttp.ClientSession) -> AsyncWebClient | None:
-    """The Web API client names are asked of, with the (first) workspace's bot token; None without one
-    (ids shown alone). Slack's ids are unique across workspaces, so one workspace's directory names
-    its own people and channels; the others' show as ids."""
-    if workspace is None:
-        return None
-    base_url = workspace.api_url.rstrip("/") + "/"
-    return AsyncWebClient(
-        token=workspace.bot_token, base_url=base_url, session=session, timeout=int(WAIT), retry_handlers=[]
-    )
+def directories(workspaces: Iterable[Workspace], session: aiohttp.ClientSession) -> list[Directory]:
+    """A Web API client per Slack workspace, with its bot token ([] without one: ids shown alone)."""
+    return [
+        AsyncWebClient(
+            token=w.bot_token,
+            base_url=w.api_url.rstrip("/") + "/",
+            session=session,
+            timeout=int(WAIT),
+            retry_handlers=[],
+        )
+        for w in workspaces
+    ]
 
 
 class Names:
     """Names of Slack ids, from the store or else from Slack (see the module's notes)."""
 
-    def __init__(self, client: Directory | None, store: Store, keys: Keys) -> None:
-        self._client, self._store, self._keys = client, store, keys
+    def __init__(self, clients: Callable[[], Sequence[Directory]], store: Store, keys: Keys) -> None:
+        self._clients, self._store, self._keys = clients, store, keys
 
     async def of(self, ids: Sequence[str]) -> dict[str, str | None]:
         """The name of each id (``#name`` for a channel); None where it is not known (yet)."""
@@ -74,8 +78,9 @@ class Names:
         raw = await self._store.call(self._store.redis.mget, [self._keys.name(i) for i in wanted])
         kept = {i: as_text(v) for i, v in zip(wanted, raw, strict=True) if v is not None}
         missing = [i for i in wanted if i not in kept]
-        if missing and self._client is not None:
-            kept.update(await self._ask(self._client, missing[: await self._allowed(len(missing))]))
+        clients = self._clients() if missing else ()
+        if clients:
+            kept.update(await self._ask(clients, missing[: await self._allowed(len(missing))]))
         return {i: kept.get(i) or None for i in wanted}
 
     async def _allowed(self, wanted: int) -> int:
@@ -89,11 +94,11 @@ class Names:
         _, total = await self._store.call(pipe.execute)
         return max(0, min(wanted, ASKS_PER_MINUTE - (int(total) - wanted)))
 
-    async def _ask(self, client: Directory, ids: Sequence[str]) -> dict[str, str]:
+    async def _ask(self, clients: Sequence[Directory], ids: Sequence[str]) -> dict[str, str]:
         """Ask Slack for ``ids`` at once, keep what it answered within :data:`WAIT` seconds."""
         if not ids:
             return {}
-        tasks = {asyncio.ensure_future(_one(client, i)): i for i in ids}
+        tasks = {asyncio.ensure_future(_first(clients, i)): i for i in ids}
         done, pending = await asyncio.wait(tasks, timeout=WAIT)
         for task in pending:
             task.cancel()  # asked again with a later request
@@ -108,6 +113,17 @@ class Names:
         for slack_id, name in found.items():
             pipe.set(self._keys.name(slack_id), name, px=KEEP_MS if name else UNKNOWN_KEEP_MS)
         await self._store.call(pipe.execute)
+
+
+async def _first(clients: Sequence[Directory], slack_id: str) -> str | None:
+    """The first workspace's name for ``slack_id``; :data:`UNKNOWN` when every one refuses it; None
+    when one did not answer and none named it (asked again later, not kept as unknown)."""
+    answers = []
+    for client in clients:
+        answers.append(await _one(client, slack_id))
+        if answers[-1]:
+            return answers[-1]
+    return None if None in answers else UNKNOWN
 
 
 async def _one(client: Directory, slack_id: str) -> str | None:

@@ -58,8 +58,8 @@ def redis():
     return fakeredis.FakeAsyncRedis()
 
 
-def names(redis, directory: Directory | None) -> Names:
-    return Names(directory, Store(redis, embedded=True), KEYS)
+def names(redis, *directories: Directory | None) -> Names:
+    return Names(lambda: [d for d in directories if d is not None], Store(redis, embedded=True), KEYS)
 
 
 async def test_names_are_asked_once_and_kept_for_the_fleet(redis):
@@ -155,3 +155,20 @@ async def test_bad_ids_are_refused(gateway, query):
     assert answer.status == 422, await answer.text()
     body = await answer.json()
     assert [d["field"] for d in body["details"]] == ["ids"]
+
+
+async def test_each_workspace_names_its_own_ids_and_unknown_means_unknown_to_all(redis):
+    acme = Directory({"U0DANA1": DANA}, {"C0OPS1": "ops"})
+    contoso = Directory({"U0LEE22": {"name": "lee"}}, {"C0SALES": "sales"})
+    found = await names(redis, acme, contoso).of(["U0DANA1", "U0LEE22", "C0SALES", "U0GONE9"])
+    assert found == {"U0DANA1": "dana", "U0LEE22": "lee", "C0SALES": "#sales", "U0GONE9": None}
+    assert sorted(acme.asked) == ["C0SALES", "U0DANA1", "U0GONE9", "U0LEE22"]  # the first workspace: every id
+    assert sorted(contoso.asked) == ["C0SALES", "U0GONE9", "U0LEE22"]  # the next: what the first did not name
+    assert 0 < await redis.pttl(KEYS.name("U0GONE9")) <= UNKNOWN_KEEP_MS  # refused by both: kept unknown
+
+
+async def test_an_id_one_workspace_could_not_answer_is_not_kept_unknown(redis):
+    busy, other = Directory({}, {}), Directory({}, {})
+    busy.error = "ratelimited"
+    assert await names(redis, busy, other).of(["U0LEE22"]) == {"U0LEE22": None}
+    assert await redis.exists(KEYS.name("U0LEE22")) == 0  # asked again later: the busy one may name it
