@@ -28,7 +28,7 @@ from ..store.scripts import Scripts
 from ..store.secret import ControlKey
 from ..store.topology import connect
 from ..tasks import cancel_and_wait, every
-from . import admin, alerts, audit_log, console, history, limits, names, ops, reload, slack_compat, windows
+from . import admin, alerts, audit_log, console, history, limits, names, ops, readers, reload, slack_compat, windows
 from .actions import post_action
 from .alertmanager import post_alertmanager
 from .answers import MAX_BODY, answers_errors, no_route
@@ -207,9 +207,20 @@ def create_app(settings: Settings, config: Config = EMPTY) -> web.Application:
     # itself (one coroutine fewer per request); the front doors answer in Slack's shapes and check
     # their own credential (a token in the path or the body).
     own = {post_event, *slack_compat.HANDLERS}
+    # Reads of the store wait their turn (readers.py): a burst of readers must not take admission's connections.
+    free = {ops.healthz, ops.metrics, openapi_handler, console.page, console.static, get_token, no_route}
+    held = {r.handler: readers.bounded(r.handler) for r in routes if r.method == "GET" and r.handler not in free}
+    held[ops.readyz] = readers.bounded(ops.readyz, readers.PROBES)
     app.add_routes(
-        web.RouteDef(r.method, r.path, r.handler if r.handler in own else answers_errors(guarded(r.handler)), r.kwargs)
+        web.RouteDef(
+            r.method,
+            r.path,
+            r.handler if r.handler in own else answers_errors(guarded(held.get(r.handler, r.handler))),
+            r.kwargs,
+        )
         for r in routes
     )
+    for line, semaphore in readers.lines().items():
+        app[line] = semaphore
     app[GUARD] = Guard(app[TOKENS], app.router.routes(), settings)
     return app
