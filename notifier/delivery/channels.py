@@ -17,6 +17,7 @@ import time
 
 from ..destinations.base import Posted
 from ..destinations.registry import Scoped, Sinks
+from ..errors import StoreUnavailable
 from ..rules import Rule
 from ..store.client import Store, as_text
 from ..store.keys import Keys
@@ -74,14 +75,20 @@ class Channels:
         await self._store.call(self._store.redis.hset, self._keys.stats, f"destination:{name}:paused_until", until)
 
     async def learn(self, channel: str, posted: Posted) -> None:
-        """Keep the id Slack answered for a channel named otherwise (``#alerts`` -> ``C0123``)."""
+        """Keep the id Slack answered for a channel named otherwise (``#alerts`` -> ``C0123``).
+
+        Called once the post is settled, and never raises: a store error here leaves the name to be
+        learnt at its next post (the post must never be taken for unsent: it would be sent twice).
+        """
         if not posted.channel_id or posted.channel_id == channel or self._ids.get(channel) == posted.channel_id:
             return
-        self._ids[channel] = posted.channel_id
         redis, keys = self._store.redis, self._keys
-        if await self._store.call(redis.hlen, keys.channel_ids()) >= MAX_IDS:
+        try:
+            if await self._store.call(redis.hlen, keys.channel_ids()) < MAX_IDS:
+                await self._store.call(redis.hset, keys.channel_ids(), channel, posted.channel_id)
+        except StoreUnavailable:
             return
-        await self._store.call(redis.hset, keys.channel_ids(), channel, posted.channel_id)
+        self._ids[channel] = posted.channel_id
 
     async def _paced_as(self, channel: str) -> str:
         known = self._ids.get(channel)

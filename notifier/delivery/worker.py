@@ -291,8 +291,10 @@ class Delivery:
                 return True
             finally:
                 self._metrics.slack_seconds.observe(time.perf_counter() - started)
+            await self._settle(
+                taken, posted=posted, shown=shown
+            )  # first: nothing may come between a post and its settle
             await self._channels.learn(channel, posted)
-            await self._settle(taken, posted=posted, shown=shown)
             if isinstance(taken.entry, EscalationEntry) or (isinstance(taken.entry, EventEntry) and taken.entry.reply):
                 self._metrics.replies.inc()
             return True
