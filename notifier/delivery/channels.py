@@ -12,12 +12,13 @@ id yet still paces under the name alone.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 
 from ..destinations.base import Posted
 from ..destinations.registry import Scoped, Sinks
-from ..errors import StoreUnavailable
+from ..errors import StoreFull, StoreUnavailable
 from ..rules import Rule
 from ..store.client import Store, as_text
 from ..store.keys import Keys
@@ -62,17 +63,20 @@ class Channels:
         """Count a delivery's ``outcome`` (``delivered``, ``dead``) under its destination, for the stats.
 
         Apart from the settle's own counters (one call more per delivery, never on the admission
-        path): a replica that dies between the two leaves one delivery uncounted here only.
+        path): a replica that dies between the two, or a store full at that moment (it refuses the
+        write, and delivery must go on), leaves one delivery uncounted here only.
         """
         name = self.sinks.of(channel).destination
-        await self._store.call(self._store.redis.hincrby, self._keys.stats, f"destination:{name}:{outcome}", 1)
+        with contextlib.suppress(StoreFull):  # refused over maxmemory: lost, rather than hold delivery up
+            await self._store.call(self._store.redis.hincrby, self._keys.stats, f"destination:{name}:{outcome}", 1)
 
     async def paused(self, channel: str, seconds: float) -> None:
         """Note until when (unix ms) the channel's destination was last paused by a 429, for the stats."""
         store = self._store  # the fleet's clock where known (a replica's own may be off)
         now_ms = store.store_time_us(time.monotonic()) / 1000 if store.clock_known else time.time() * 1000
         name, until = self.sinks.of(channel).destination, int(now_ms + seconds * 1000)
-        await self._store.call(self._store.redis.hset, self._keys.stats, f"destination:{name}:paused_until", until)
+        with contextlib.suppress(StoreFull):  # as count: a full store must not hold delivery up
+            await self._store.call(self._store.redis.hset, self._keys.stats, f"destination:{name}:paused_until", until)
 
     async def learn(self, channel: str, posted: Posted) -> None:
         """Keep the id Slack answered for a channel named otherwise (``#alerts`` -> ``C0123``).

@@ -121,12 +121,15 @@ def test_a_channel_named_and_given_by_id_shares_one_pace(fleet, workspaces, tmp_
         wait_for(lambda: store.hget(Keys("notifier").channel_ids(), "acme:#alerts"), 10, what="the id learnt")
     finally:
         store.close()
+    # One pace sends every 1.1 s; two would send both spellings at once. Held to one per 0.8 s: a send
+    # that leaves late on a loaded machine (a few hundred ms) is not the question here.
+    acme.post_rate = (1, 0.8)
     for i in range(4):
         assert send([a, b][i % 2], "db", f"name-{i}") == 202
         assert send([b, a][i % 2], "byid", f"id-{i}") == 202
     wait_for(lambda: len(acme.texts()) == 9, 30, what="nine posts")
-    assert acme.throttled == [], acme.throttled  # a 1/1s channel: two paces would have been 2/s
-    assert acme.max_in_window("post", 1.0, "#alerts") == 1
+    assert acme.throttled == [], acme.throttled
+    assert acme.max_in_window("post", 0.8, "#alerts") == 1
 
 
 def test_a_click_is_applied_in_the_workspace_that_signed_it(fleet, workspaces, tmp_path):
