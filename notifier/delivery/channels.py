@@ -7,7 +7,9 @@ every replica paces the name under the id's bucket: two senders (one per spellin
 share one pace. Until a post has taught it, a name is paced on its own; after, a
 send under the id also keeps clear of the name's slots and cooldown, and writes its
 slot there too (``pace.lua`` KEYS[4], KEYS[5]), as a replica that has not learnt the
-id yet still paces under the name alone.
+id yet still paces under the name alone. One gap is left: a send given by the id does not
+know the names that lead to it, so it does not see the slots a name took before its id was
+learnt: the teaching post itself, which the next send by id may follow at once.
 """
 
 from __future__ import annotations
