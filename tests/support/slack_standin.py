@@ -89,7 +89,7 @@ from slack_blocks import Rejection, block_problems, check_message, sdk_problems
 from slack_directory import Directory
 from slack_ids import APP_ID, BOT_ID, BOT_USER_ID, TEAM_ID, TOKEN, WEBHOOK_CHANNEL_ID, channel_id_for
 from slack_payloads import block_actions_payload, signed_action_request
-from slack_rates import Throttled, _max_in_window
+from slack_rates import Throttled, max_in_window
 
 if TYPE_CHECKING:
     from socket_mode_standin import SocketModeStandin
@@ -244,7 +244,7 @@ class SlackStandin(Answering):
                 times = sorted(t for ts in lists for t in ts)
             else:
                 raise ValueError(f"kind must be 'post' or 'update', not {kind!r}")
-        return _max_in_window(times, seconds)
+        return max_in_window(times, seconds)
 
     # -- life cycle
 

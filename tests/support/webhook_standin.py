@@ -19,8 +19,6 @@ slide (``rates``: ``(count, seconds)`` pairs, all enforced).
 
 from __future__ import annotations
 
-import bisect
-import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,6 +26,7 @@ from typing import Any
 
 from aiohttp import web
 from served import Served
+from slack_rates import max_in_window, wait
 
 
 @dataclass
@@ -57,16 +56,6 @@ class Refused(Exception):
     def __init__(self, status: int, reason: str, answer: Any = None) -> None:
         super().__init__(reason)
         self.status, self.reason, self.answer = status, reason, answer
-
-
-def max_in_window(times: list[float], seconds: float) -> int:
-    """The most of ``times`` (sorted) within any window ``[t, t + seconds)``."""
-    best, start = 0, 0
-    for end, t in enumerate(times):
-        while t - times[start] >= seconds:
-            start += 1
-        best = max(best, end - start + 1)
-    return best
 
 
 class WebhookStandin(Served):
@@ -124,12 +113,11 @@ class WebhookStandin(Served):
         """0 when a message to ``scope`` is within every rate (it is then counted), else the seconds to wait."""
         with self._lock:
             times = self._accepted.setdefault(scope, [])
-            for count, seconds in self.rates:
-                first = bisect.bisect_right(times, now - seconds)
-                if len(times) - first >= count:
-                    wait = max(1, math.ceil(times[len(times) - count] + seconds - now))
-                    self.throttled.append((now, wait))
+            for rate in self.rates:
+                left = wait(times, rate, now)
+                if left:
+                    self.throttled.append((now, left))
                     self.calls.append((now, 429))
-                    return wait
+                    return left
             times.append(now)
             return 0
