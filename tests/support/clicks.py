@@ -8,7 +8,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from helpers import Gateway, wait_for
+from helpers import Gateway, http, wait_for
+from slack_payloads import block_actions_payload, signed_action_request
 
 API_TOKEN = "api-5c2b0d77e1"
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
@@ -63,6 +64,16 @@ def the_button(message: dict, action_id: str) -> dict:
     found = [b for b in buttons(message) if b.get("action_id") == action_id]
     assert len(found) == 1, (action_id, message.get("blocks"))
     return found[0]
+
+
+def click(gateway: Gateway, slack, ts: str, action_id: str, user: str, secret: str) -> int:
+    """A click by ``user`` on the button ``action_id`` of the message ``ts`` in #alerts, signed with
+    ``secret`` as Slack sends it; the gateway's status."""
+    message = slack.message_json(ts)
+    value = the_button(message, action_id)["value"]
+    payload = block_actions_payload(action_id, value, user, slack.channel_id("#alerts"), ts, message)
+    body, headers = signed_action_request(secret, payload)
+    return http("POST", gateway.url + "/v1/slack/actions", body, headers)[0]
 
 
 def control(message: dict, action_id: str) -> dict:

@@ -14,9 +14,9 @@ import time
 
 import redis
 import test_console as console
+from clicks import click
 from helpers import Gateway, http, slack_env, wait_for
 from playwright.sync_api import Page, expect
-from slack_standin import SlackStandin, block_actions_payload, signed_action_request
 
 from notifier.store.history import KEEP_MS, MINUTE_MS
 from notifier.store.keys import Keys
@@ -127,21 +127,6 @@ def test_the_chart_draws_the_last_hour_and_the_level_selector_changes_it(redis_u
         gateway.stop()
 
 
-def _click_ack(gateway: Gateway, slack: SlackStandin, ts: str, user: str) -> int:
-    """A click on the message's Acknowledge button by ``user``, signed as Slack sends it."""
-    message = slack.message_json(ts)
-    button = next(
-        e
-        for block in message.get("blocks") or []
-        if block.get("type") == "actions"
-        for e in block.get("elements") or []
-        if e.get("action_id") == "ack"
-    )
-    payload = block_actions_payload("ack", button["value"], user, slack.channel_id("#alerts"), ts, message)
-    body, headers = signed_action_request(SIGNING_SECRET, payload)
-    return http("POST", gateway.url + "/v1/slack/actions", body, headers)[0]
-
-
 def test_slack_users_and_channels_show_by_name_asked_once_and_the_audit_log_as_text(
     redis_url, slack, tmp_path, watched
 ):
@@ -151,7 +136,7 @@ def test_slack_users_and_channels_show_by_name_asked_once_and_the_audit_log_as_t
     try:
         assert first.post({"category": "db", "text": "disk full", "dedup_key": "disk-1", "severity": "error"})[0] == 202
         posted = wait_for(lambda: next((m for m in slack.received() if m.ts), None), 10, what="the alert's message")
-        assert _click_ack(second, slack, posted.ts, DANA) == 200
+        assert click(second, slack, posted.ts, "ack", DANA, SIGNING_SECRET) == 200
         window = {"for": "1h", "categories": ["billing"], "note": MARKUP}
         assert http("PUT", first.url + "/v1/windows/upgrade", window)[0] == 200
         pages = [watched().open(first), watched().open(second)]

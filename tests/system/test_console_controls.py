@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 
 import test_console as console
-from helpers import Gateway, http, wait_for
+from clicks import click
+from helpers import http, wait_for
 from playwright.sync_api import Page, expect
-from slack_standin import SlackStandin, block_actions_payload, signed_action_request
 
 browser, watched = console.browser, console.watched  # the same fixtures as test_console.py
 TOKEN, MARKUP = console.TOKEN, console.MARKUP
@@ -26,21 +26,6 @@ _gateway, _shot, _dead_letter = console._gateway, console._shot, console._dead_l
 
 SIGNING_SECRET = "0cc175b9c0f1b6a831c399e269772661"
 SLACK_USER = "U0ALICE123"
-
-
-def _click_ack(gateway: Gateway, slack: SlackStandin, ts: str) -> int:
-    """A click on the message's Acknowledge button, signed as Slack sends it."""
-    message = slack.message_json(ts)
-    button = next(
-        e
-        for block in message.get("blocks") or []
-        if block.get("type") == "actions"
-        for e in block.get("elements") or []
-        if e.get("action_id") == "ack"
-    )
-    payload = block_actions_payload("ack", button["value"], SLACK_USER, slack.channel_id("#alerts"), ts, message)
-    body, headers = signed_action_request(SIGNING_SECRET, payload)
-    return http("POST", gateway.url + "/v1/slack/actions", body, headers)[0]
 
 
 def test_alerts_show_as_text_and_acknowledgements_from_slack_and_from_the_page(redis_url, slack, tmp_path, watched):
@@ -66,7 +51,9 @@ def test_alerts_show_as_text_and_acknowledgements_from_slack_and_from_the_page(r
         assert page.evaluate("window.injected") is None
         expect(disk).to_contain_text("not acknowledged")
 
-        assert _click_ack(second, slack, posted.ts) == 200  # in Slack, through the other replica
+        assert (
+            click(second, slack, posted.ts, "ack", SLACK_USER, SIGNING_SECRET) == 200
+        )  # in Slack, through the other replica
         expect(disk).to_contain_text(f"Acknowledged by <@{SLACK_USER}> at", timeout=2000)
         disk.get_by_role("button", name="Unacknowledge", exact=True).click()
         expect(disk).to_contain_text("not acknowledged")
