@@ -9,7 +9,6 @@ import time
 from urllib.parse import urlencode
 
 import pytest
-import slack_standin
 from clicks import (
     API_TOKEN,
     USER,
@@ -17,24 +16,15 @@ from clicks import (
     chosen,
     control,
 )
-from helpers import Gateway, http
+from helpers import Gateway, http, slack_env
 from slack_standin import block_actions_payload, signed_action_request
 
 SECRET = "8f14e45fceea167a5a36dedd4bea2543"
 
 
 def env(redis_url: str, slack, secret: str | None = SECRET, choices: str | None = "1h") -> dict[str, str]:
-    settings = {
-        "NOTIFIER_REDIS_URL": redis_url,
-        "NOTIFIER_API_TOKENS": API_TOKEN,
-        "NOTIFIER_GLOBAL_LIMIT": "100000/1h",
-        "NOTIFIER_CATEGORY_LIMIT": "100000/1h",
-        "NOTIFIER_DIGEST_INTERVAL": "0",
-        "NOTIFIER_SLACK_BOT_TOKEN": slack_standin.TOKEN,
-        "NOTIFIER_SLACK_API_URL": slack.api_url,
-        "NOTIFIER_SLACK_CHANNEL": "#alerts",
-        "NOTIFIER_CHANNEL_RATE": "20/1s",
-    }
+    far = {"NOTIFIER_GLOBAL_LIMIT": "100000/1h", "NOTIFIER_CATEGORY_LIMIT": "100000/1h"}
+    settings = slack_env(redis_url, slack, NOTIFIER_API_TOKENS=API_TOKEN, NOTIFIER_CHANNEL_RATE="20/1s", **far)
     if secret:
         settings["NOTIFIER_SLACK_SIGNING_SECRET"] = secret
     if choices:  # one choice: the mute control is one button (the default, three, is a menu)

@@ -15,7 +15,7 @@ import pytest
 import redis
 import slack_standin
 from clicks import API_TOKEN, USER, Replicas, control, post_event
-from helpers import Gateway, http, wait_for
+from helpers import Gateway, http, slack_env, wait_for
 from slack_standin import block_actions_payload, signed_action_request
 
 from notifier.store.keys import Keys
@@ -27,19 +27,10 @@ BOUND = 1.0  # seconds from a change's answer to its entry on another replica
 
 
 def env(redis_url: str, slack, **extra: str) -> dict[str, str]:
-    return {
-        "NOTIFIER_REDIS_URL": redis_url,
-        "NOTIFIER_API_TOKENS": f"{ADMIN_TOKEN},{READ_TOKEN},{API_TOKEN}",  # env-1, env-2, env-3 (events)
-        "NOTIFIER_GLOBAL_LIMIT": "100000/1h",
-        "NOTIFIER_CATEGORY_LIMIT": "100000/1h",
-        "NOTIFIER_DIGEST_INTERVAL": "0",
-        "NOTIFIER_SLACK_BOT_TOKEN": slack_standin.TOKEN,
-        "NOTIFIER_SLACK_API_URL": slack.api_url,
-        "NOTIFIER_SLACK_CHANNEL": "#alerts",
-        "NOTIFIER_SLACK_SIGNING_SECRET": SECRET,
-        "NOTIFIER_MUTE_CHOICES": "1h",
-        **extra,
-    }
+    tokens = f"{ADMIN_TOKEN},{READ_TOKEN},{API_TOKEN}"  # env-1, env-2, env-3 (events)
+    far = {"NOTIFIER_GLOBAL_LIMIT": "100000/1h", "NOTIFIER_CATEGORY_LIMIT": "100000/1h"}
+    settings = {"NOTIFIER_SLACK_SIGNING_SECRET": SECRET, "NOTIFIER_MUTE_CHOICES": "1h", **far, **extra}
+    return slack_env(redis_url, slack, **{"NOTIFIER_API_TOKENS": tokens, **settings})
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import asyncio
 import time
 
 import pytest
-import slack_standin
 from clicks import (
     API_TOKEN,
     AUTH,
@@ -28,7 +27,7 @@ from clicks import (
     post_event,
     until_every_replica,
 )
-from helpers import Gateway, http, wait_for
+from helpers import Gateway, http, slack_env, wait_for
 from slack_standin import SlackStandin, block_actions_payload
 from socket_mode_standin import APP_TOKEN, SocketModeStandin
 
@@ -44,19 +43,16 @@ def slack():
 
 
 def env(redis_url: str, slack: SlackStandin, app_token: str = APP_TOKEN) -> dict[str, str]:
-    return {
-        "NOTIFIER_REDIS_URL": redis_url,
-        "NOTIFIER_API_TOKENS": API_TOKEN,
-        "NOTIFIER_GLOBAL_LIMIT": "100000/1h",
-        "NOTIFIER_CATEGORY_LIMIT": "100000/1h",
-        "NOTIFIER_DIGEST_INTERVAL": "0",
-        "NOTIFIER_SLACK_BOT_TOKEN": slack_standin.TOKEN,
-        "NOTIFIER_SLACK_API_URL": slack.api_url,
-        "NOTIFIER_SLACK_APP_TOKEN": app_token,  # and no signing secret: clicks come over the socket only
-        "NOTIFIER_SLACK_CHANNEL": "#alerts",
-        "NOTIFIER_CHANNEL_RATE": "20/1s",
-        "NOTIFIER_MUTE_CHOICES": "1h",
-    }
+    return slack_env(
+        redis_url,
+        slack,
+        NOTIFIER_API_TOKENS=API_TOKEN,
+        NOTIFIER_GLOBAL_LIMIT="100000/1h",
+        NOTIFIER_CATEGORY_LIMIT="100000/1h",
+        NOTIFIER_SLACK_APP_TOKEN=app_token,  # and no signing secret: clicks come over the socket only
+        NOTIFIER_CHANNEL_RATE="20/1s",
+        NOTIFIER_MUTE_CHOICES="1h",
+    )
 
 
 @pytest.fixture
