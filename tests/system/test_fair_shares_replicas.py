@@ -4,14 +4,9 @@ refusals, and the gateway as a user runs it.
 Replicas racing keep every reserve and the whole; a full shared part does not refuse a class
 with slots left, and a muted category names its mute even when the global level is known full;
 the gateway answers and limits follow the reserves, and bad reserves stop start-up with one line.
-The exact scenarios are in ``test_fair_shares.py``; the fixtures and helpers both use in
-``fair_shares_replica.py`` (tests/support).
-
-Each event's class: ``critical`` when its severity is critical (and the critical reserve is
-above 0%), else its category when that category has a reserve, else none. Under a global
-rule COUNT/DURATION a class with share N% owns floor(N * COUNT / 100) slots; the rest,
-S, is shared by the overflow (per class, admissions above its slots, plus every event of
-no class).
+The exact scenarios are in ``test_fair_shares.py`` (whose docstring says how an event's class
+and the slots are counted); the fixtures and helpers both use in ``fair_shares_replica.py``
+(tests/support).
 """
 
 from __future__ import annotations
