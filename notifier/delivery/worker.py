@@ -291,9 +291,8 @@ class Delivery:
                 return True
             finally:
                 self._metrics.slack_seconds.observe(time.perf_counter() - started)
-            await self._settle(
-                taken, posted=posted, shown=shown
-            )  # first: nothing may come between a post and its settle
+            # Settled first: nothing may come between a post and its settle (an error there would send it twice).
+            await self._settle(taken, posted=posted, shown=shown)
             await self._channels.learn(channel, posted)
             if isinstance(taken.entry, EscalationEntry) or (isinstance(taken.entry, EventEntry) and taken.entry.reply):
                 self._metrics.replies.inc()

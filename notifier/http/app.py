@@ -209,8 +209,9 @@ def create_app(settings: Settings, config: Config = EMPTY) -> web.Application:
     own = {post_event, *slack_compat.HANDLERS}
     # Reads of the store wait their turn (readers.py): a burst of readers must not take admission's connections.
     free = {ops.healthz, ops.metrics, openapi_handler, console.page, console.static, get_token, no_route}
-    held = {r.handler: readers.bounded(r.handler) for r in routes if r.method == "GET" and r.handler not in free}
-    held[ops.readyz] = readers.bounded(ops.readyz, readers.PROBES)
+    reads, probes = asyncio.Semaphore(readers.AT_ONCE), asyncio.Semaphore(readers.PROBES_AT_ONCE)
+    held = {r.handler: readers.bounded(r.handler, reads) for r in routes if r.method == "GET" and r.handler not in free}
+    held[ops.readyz] = readers.bounded(ops.readyz, probes)
     app.add_routes(
         web.RouteDef(
             r.method,
@@ -220,7 +221,5 @@ def create_app(settings: Settings, config: Config = EMPTY) -> web.Application:
         )
         for r in routes
     )
-    for line, semaphore in readers.lines().items():
-        app[line] = semaphore
     app[GUARD] = Guard(app[TOKENS], app.router.routes(), settings)
     return app
