@@ -10,19 +10,10 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 from collections.abc import Callable
 
-from helpers import Gateway, RedisServer
-from storm import pin, wrk
-
-
-def pinned_redis() -> RedisServer:
-    """A redis-server of its own, pinned to the last core (with wrk) where ``taskset`` exists."""
-    server = RedisServer().start()
-    if pin(last := (os.cpu_count() or 1) - 1):
-        subprocess.run(["taskset", "-pc", str(last), str(server.proc.pid)], capture_output=True)
-    return server
+from helpers import Gateway
+from storm import wrk
 
 
 def rounds(

@@ -27,7 +27,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "tests" / "suppor
 
 import abba  # noqa: E402
 from helpers import Gateway  # noqa: E402
-from storm import SCENARIOS, pin, process_cpu, saturate  # noqa: E402
+from storm import SCENARIOS, pin, pinned_redis, process_cpu, saturate  # noqa: E402
 from storm_links import CATEGORIES as LINKED  # noqa: E402
 from storm_links import SETTINGS  # noqa: E402
 
@@ -63,7 +63,7 @@ def main() -> None:
     args = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk not found: apt-get install -y wrk")
-    server = abba.pinned_redis()
+    server = pinned_redis()
     gateways: dict[str, Gateway] = {}
     try:
         for build, command in zip(BUILDS, (args.before, args.after), strict=True):

@@ -49,7 +49,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests" / "support")]
 
 import redis  # noqa: E402
 import storm_links  # noqa: E402
-from helpers import Gateway, RedisServer, http  # noqa: E402
+from helpers import Gateway, http  # noqa: E402
 
 # The storm's bodies and settings, its servers and its Redis figures live in modules of their own; every name
 # stays importable from here (other benchmarks use them as ``storm.NAME``).
@@ -75,6 +75,7 @@ from storm_redis import (  # noqa: E402, F401
 from storm_servers import (  # noqa: E402, F401
     _answers,
     pin,
+    pinned_redis,
     start_baseline,
     start_servers,
     start_socket_pair,
@@ -286,10 +287,7 @@ def main() -> None:
     args = parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk not found: apt-get install -y wrk")
-    last = (os.cpu_count() or 1) - 1
-    server = RedisServer(extra=[]).start()
-    if pin(last):
-        subprocess.run(["taskset", "-pc", str(last), str(server.proc.pid)], capture_output=True)
+    server = pinned_redis()
     client = redis.Redis.from_url(server.url)
     limits = gateway_settings(server.url, args)
     started = start_servers(limits, args)

@@ -27,6 +27,14 @@ def pin(core: int) -> list[str]:
     return ["taskset", "-c", str(core)] if shutil.which("taskset") and os.cpu_count() > 1 else []
 
 
+def pinned_redis() -> RedisServer:
+    """A redis-server of its own, pinned to the last core (with wrk) where ``taskset`` exists."""
+    server = RedisServer().start()
+    if pin(last := (os.cpu_count() or 1) - 1):
+        subprocess.run(["taskset", "-pc", str(last), str(server.proc.pid)], capture_output=True)
+    return server
+
+
 def start_baseline() -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen([*pin(0), sys.executable, str(HERE / "baseline.py"), str(port)])

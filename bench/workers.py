@@ -26,7 +26,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "tests" / "suppor
 
 import abba  # noqa: E402
 from helpers import Gateway, wait_for  # noqa: E402
-from storm import SCENARIOS, process_cpu, saturate  # noqa: E402
+from storm import SCENARIOS, pinned_redis, process_cpu, saturate  # noqa: E402
 
 COUNTS = (1, 2)  # the workers of the two gateways
 
@@ -62,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk not found: apt-get install -y wrk")
-    server = abba.pinned_redis()
+    server = pinned_redis()
     gateways: dict[str, Gateway] = {}
     try:
         for count in COUNTS:
