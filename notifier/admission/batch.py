@@ -7,6 +7,7 @@ and reads the reply into named records.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -259,3 +260,15 @@ def read_reply(reply: list[Any]) -> Reply | Refused:
     if isinstance(reply[0], (bytes, str)):
         return Refused(as_text(reply[0]))
     return Reply([ScriptResult.of(item) for item in reply[:-1]], int(reply[-1]))
+
+
+def retry_seconds(wait: float) -> float:
+    """``retry_after`` of a refusal: ``wait`` (seconds) rounded up to the millisecond, so never 0 and
+    never shorter than the real wait (and ``round`` costs seven times as much)."""
+    return max(1, math.ceil(wait * 1000)) / 1000
+
+
+def retry_after_us(wait_us: int) -> float:
+    """``retry_after`` of a wait the script gave in microseconds: whole milliseconds, rounded up
+    in integer arithmetic (``2007000 / 1e6 * 1000`` is not 2007 in floating point)."""
+    return max(1, -(-wait_us // 1000)) / 1000

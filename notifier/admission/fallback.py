@@ -46,7 +46,8 @@ from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..tasks import cancel_and_wait
 from ..tree import Reserves
-from .limiter import Limiter, retry_seconds
+from .batch import retry_seconds
+from .limiter import Limiter
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,12 @@ before that call was sent would have changed the value read. So a firing repeat 
 more than ``FRESH`` after a resolution anywhere in the fleet (the contract allows 100 ms) always
 goes to the store. Nothing polls: the calls that count the repeats are the reads. Once the
 latest read is ``REFRESH`` old, the next repeat answered here starts a call at once, so while
-repeats keep coming the reads stay fresh; when reads are late (a loaded process, a slow store)
-the answers go to the store: slower, never wrong. A quiet replica makes no reads at all, and its
-first repeat after a pause is asked of the store. An alert's expiry needs no message: its
-record's life is known.
+repeats keep coming the reads stay fresh. When the read is too old (a quiet replica's first
+repeat after a pause; a loaded process or a slow store making a read late), a repeat of an alert
+known firing waits for the next read (the call in flight, or one started for it) and is answered
+here if that read leaves it fresh, else asked of the store: never wrong, and a late read does not
+turn a storm's repeats into store decisions, which would load the process further and make the
+next read later still. An alert's expiry needs no message: its record's life is known.
 
 Memory stays bounded whatever clients send: at most ``max_keys`` keys of each kind are kept,
 the oldest learned forgotten first. Forgetting costs one round trip, never a wrong answer.
@@ -71,6 +73,12 @@ class KnownAlerts:
             repeat[0] += 1
             repeat[1] = now
         return first
+
+    def awaits_read(self, key: AlertKey, now: float) -> bool:
+        """True when ``key``'s alert is known firing and only the epoch's read is too old to answer
+        its repeat here: the next read may let this replica answer it (``Limiter.decide_in_store``)."""
+        known = self.firing.get(key)
+        return known is not None and known[1] > now and now - self.read_at > FRESH
 
     def observe(self, epoch: int, sent: float) -> bool:
         """Note the epoch read by a request sent at ``sent``; False when that read is older news."""

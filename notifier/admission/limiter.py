@@ -10,14 +10,13 @@ store would (``local.FullLevels``, per level value and class); the refusals are
 still written to the shared counters with the next call (or within
 ``FLUSH_DELAY``, and before ``/v1/stats`` answers).
 
-Alerts (events with a ``dedup_key``) are decided here too when the store told
-what their key is (see ``known.py``): a firing repeat of an alert known firing
-is answered ``duplicate`` with the first event's id, and a key known refused is
-refused while a level that all its events pass alike is known full for every class
-they can have (``local.FullLevels.refusal``). The repeats are counted in the store with the next call like local
-refusals (the alert's ``n``, last seen time and one edit of its message). A
-locally decided answer wrote nothing, so it never claims anything of the store
-(replication included).
+Alerts (events with a ``dedup_key``) are decided here too when the store told what their key
+is (see ``known.py``): a firing repeat of an alert known firing is answered ``duplicate`` with
+the first event's id (after the next read of the alert epoch when the last one aged), and a key
+known refused is refused while a level that all its events pass alike is known full for every
+class they can have (``local.FullLevels.refusal``). The repeats are counted in the store with the
+next call like local refusals (the alert's ``n``, last seen time and one edit of its message). A
+locally decided answer wrote nothing, so it never claims anything of the store (replication too).
 
 Bounded time: each event has a deadline (``NOTIFIER_REDIS_TIMEOUT`` after it
 arrived). A call carries the earliest deadline of its batch, in the store's
@@ -47,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import time
 import uuid
@@ -61,7 +61,7 @@ from ..settings import Settings
 from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
-from .batch import Pending, Protocol, RefusalKey, Refused, Repeat, Reply, ScriptResult, read_reply
+from .batch import Pending, Protocol, RefusalKey, Refused, Repeat, Reply, ScriptResult, read_reply, retry_after_us
 from .known import JOIN, REFRESH, AlertKey, KnownAlerts, Repeats
 from .local import FullLevels
 
@@ -77,18 +77,6 @@ STALE_RETRIES = 3  # calls retried after a policy change before the events answe
 _new_decision = tuple.__new__
 _DROPPED = Outcome.DROPPED
 _DUPLICATE = Outcome.DUPLICATE
-
-
-def retry_seconds(wait: float) -> float:
-    """``retry_after`` of a refusal: ``wait`` (seconds) rounded up to the millisecond, so never 0 and
-    never shorter than the real wait (and ``round`` costs seven times as much)."""
-    return max(1, math.ceil(wait * 1000)) / 1000
-
-
-def retry_after_us(wait_us: int) -> float:
-    """``retry_after`` of a wait the script gave in microseconds: whole milliseconds, rounded up
-    in integer arithmetic (``2007000 / 1e6 * 1000`` is not 2007 in floating point)."""
-    return max(1, -(-wait_us // 1000)) / 1000
 
 
 class Limiter:
@@ -119,6 +107,7 @@ class Limiter:
         self._idle = asyncio.Event()
         self._idle.set()
         self._known = KnownAlerts()
+        self._read: asyncio.Future[None] | None = None  # the next call's end, awaited by repeats met with an old read
         self._alerts = alerts
         self.reload: Callable[[], Awaitable[None]] | None = None  # reads the policy again (overrides)
         self.policy = policy
@@ -147,9 +136,12 @@ class Limiter:
 
         ``message``: a front-door client's message, queued to be posted as sent (``EventEntry.message``).
         """
+        repeat = await self._repeat_after_read(event) if event.dedup_key is not None else None
+        if repeat is not None:
+            return repeat
         if len(self._queue) >= MAX_WAITING:
             raise StoreUnavailable(f"{MAX_WAITING} events already wait for the store")
-        if not self._store.answering:
+        if not self._store.answering:  # asked after the wait: a read that failed may have opened the circuit
             raise StoreUnavailable("the store does not answer")
         event_id = uuid.uuid4().hex
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
@@ -189,12 +181,28 @@ class Limiter:
         # First: most keys of a storm are refused ones (a key is of one kind). See KnownAlerts.refused.
         if event.category + JOIN + event.dedup_key in self._known.refused:
             return self._refusal(path, True)
-        now = time.monotonic()
-        first = self._known.duplicate((event.category, event.dedup_key), now)
+        return self._duplicate((event.category, event.dedup_key), time.monotonic())
+
+    def _duplicate(self, key: AlertKey, now: float) -> Decision | None:
+        """``duplicate`` for a firing repeat of ``key`` when it is known firing and the read is fresh."""
+        first = self._known.duplicate(key, now)
         if first is None:
             return None
         self._keep_reading(now)
         return _new_decision(Decision, (_DUPLICATE, first, "", "", 0.0, None))
+
+    async def _repeat_after_read(self, event: Event) -> Decision | None:
+        """A firing repeat of an alert known firing whose epoch read is too old: ``duplicate`` after the
+        next read (the call in flight, or one started now) when it leaves the read fresh, else None."""
+        key = (event.category, event.dedup_key or "")
+        if event.status != "firing" or not self._alerts or not self._known.awaits_read(key, time.monotonic()):
+            return None
+        if self._read is None:
+            self._read = asyncio.get_running_loop().create_future()
+        read = self._read
+        self._schedule(0)
+        await asyncio.shield(read)  # one request cancelled must not cancel the others' wait
+        return self._duplicate(key, time.monotonic())
 
     def _keep_reading(self, now: float) -> None:
         """Keep the read of the alert epochs fresh while repeats are answered here."""
@@ -234,7 +242,7 @@ class Limiter:
 
     def _start(self) -> None:
         self._timer = None
-        if not self._queue and not self._refused and not self._known.repeats:
+        if not self._queue and not self._refused and not self._known.repeats and self._read is None:
             self._idle.set()
             return
         batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
@@ -273,6 +281,9 @@ class Limiter:
                         self._learn(item.event, result, sent, current)
         finally:
             self._busy = False
+            read, self._read = self._read, None
+            if read is not None:
+                read.set_result(None)
             if self._queue:
                 self._schedule(0)
             elif self._refused or self._known.repeats:
@@ -319,7 +330,8 @@ class Limiter:
         hours test moves it): sample it again and try again, as for an old policy.
         """
         clock_set = why.reason == "expired" and bool(batch) and time.monotonic() < min(i.deadline for i in batch)
-        again = self.reload if why.reason == "stale" else self._resync if clock_set else None
+        resync = functools.partial(self._store.sync_clock, self._keys.outbox)
+        again = self.reload if why.reason == "stale" else resync if clock_set else None
         if again is not None:
             with contextlib.suppress(StoreUnavailable):
                 await again()
@@ -329,9 +341,6 @@ class Limiter:
             self._give_back(refused)
             refused = {}
         self._fail(batch, refused, StoreUnavailable(f"the store did not decide in time ({why.reason})"))
-
-    async def _resync(self) -> None:
-        await self._store.sync_clock(self._keys.outbox)
 
     def _stale_again(self, item: Pending) -> bool:
         count = self._stale[item.id] = self._stale.get(item.id, 0) + 1

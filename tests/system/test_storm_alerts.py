@@ -254,7 +254,8 @@ def _commands(client: redis.Redis) -> int:
 
 async def test_the_epoch_is_read_by_the_calls_that_count_repeats_never_polled(redis_url, monkeypatch):
     """A quiet replica that knows an alert firing sends nothing; while repeats keep coming, the
-    read stays fresh and every repeat after the first is answered locally.
+    read stays fresh and every repeat is answered locally: the first after the pause waits for
+    the read it starts, and none goes to the store.
 
     The flush delay is made longer than ``FRESH``: only the rule "a repeat answered once the read
     is ``REFRESH`` old starts a call at once" keeps the reads fresh.
@@ -277,7 +278,7 @@ async def test_the_epoch_is_read_by_the_calls_that_count_repeats_never_polled(re
             answers.append(await limiter.admit(event))
             await asyncio.sleep(0.005)
         assert {(a.outcome, a.id) for a in answers} == {(Outcome.DUPLICATE, first.id)}
-        assert _store_duplicates(client) - asked == 1, len(answers)  # the first after the pause only
+        assert _store_duplicates(client) - asked == 0, len(answers)
         await limiter.flush()
         fetched = client.hget(f"notifier:{{notifier}}:alert:db:{hashlib.sha256(b'epoch-read').hexdigest()[:32]}", "n")
         assert int(fetched) == 2 + len(answers)  # every repeat counted
@@ -310,4 +311,30 @@ async def test_a_resolution_on_another_replica_is_seen_by_the_next_read(redis_ur
             await asyncio.sleep(0.002)
         assert answer.outcome == Outcome.REOPENED
     finally:
+        await store.close()
+
+
+async def test_repeats_met_with_an_aged_read_share_the_next_read_and_none_goes_to_the_store(redis_url):
+    """Repeats that arrive once the epoch's read is older than ``FRESH`` wait for one read together,
+    then are answered here; one of them cancelled (its client gone) does not cancel the others' wait."""
+    settings = load_settings(redis_url=redis_url, global_limit="100/1h", category_limit="100/1h", digest_interval=0)
+    limiter, store = build_limiter(settings)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        event = Event(category="db", text="aged", dedup_key="aged-read")
+        first = await limiter.admit(event)
+        await limiter.flush()
+        await asyncio.sleep(0.2)  # the read ages past FRESH: the next repeats cannot be answered at once
+        asked = _store_duplicates(client)
+        waiting = [asyncio.create_task(limiter.admit(event)) for _ in range(10)]
+        await asyncio.sleep(0)  # each is waiting for the read now
+        waiting[0].cancel()
+        answers = await asyncio.gather(*waiting[1:])
+        assert {(a.outcome, a.id) for a in answers} == {(Outcome.DUPLICATE, first.id)}
+        await limiter.flush()
+        assert _store_duplicates(client) == asked  # all nine answered here, after one read
+        record = f"notifier:{{notifier}}:alert:db:{hashlib.sha256(b'aged-read').hexdigest()[:32]}"
+        assert int(client.hget(record, "n")) == 1 + 9  # the cancelled one was never answered
+    finally:
+        client.close()
         await store.close()
