@@ -5,6 +5,7 @@
     python bench/storm.py --gateway-command /other/venv/bin/notifier   # another build ("before")
     python bench/storm.py --token    # every request with a bearer token the gateways require
     python bench/storm.py --socket-mode --scenarios plain   # a Socket Mode connection costs nothing per event
+    python bench/storm.py --together # each gateway loaded at once with the bare app, sharing core 0
 
 Starts its own redis-server on a free port, one gateway (real Redis, 20 categories,
 limits saturated first so nearly every event is refused) and ``bench/baseline.py``,
@@ -41,6 +42,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -156,40 +158,59 @@ def saturate(gateway: Gateway, categories: list[str] = CATEGORIES) -> None:
 def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args) -> dict:
     """Alternate the servers' rounds; collect rates, CPU per request, Redis cost per decision.
 
-    Results are keyed by run: the server's name for the plain storm, ``name scenario`` else.
+    Results are keyed by run: the server's name for the plain storm, ``name scenario`` else. With
+    ``--together`` each gateway is loaded at the same time as the bare app (both on core 0): the
+    kernel gives each half of the core, so their rates' ratio is their costs' ratio measured in the
+    same instants, which a noisy machine's swings between rounds do not move. The bare app's rates
+    are then kept per pair, as ``baseline SCENARIO beside NAME``.
     """
     runs = [
         (name, scenario)
         for scenario in SCENARIOS
         for name in (*MEASURED_ON.get(scenario, ("gateway",)), "baseline")
-        if name in servers
+        if name in servers and scenario in args.scenarios
     ]
-    runs = [run for run in runs if run[1] in args.scenarios]
     label = {run: run[0] if run[1] == "plain" else f"{run[0]} {run[1]}" for run in runs}
-    rates = {label[run]: [] for run in runs}
-    cpu_us = {label[run]: [] for run in runs}
-    redis_cost = {label[run]: dict(calls=0, usec=0, decisions=0, refused=0, cpu=0.0, keyed=0) for run in runs}
+    steps = [(run,) for run in runs]
+    if args.together:
+        steps = [(run, ("baseline", run[1], run[0])) for run in runs if run[0] != "baseline"]
+        label.update({step[1]: f"{label[step[1][:2]]} beside {label[step[0]]}".strip() for step in steps})
+    r = dict(rates={}, cpu_us={}, redis={})
     for round_ in range(args.rounds):
         # ABBA order: a load drifting over the run favours no server.
-        for run in runs if round_ % 2 == 0 else runs[::-1]:
-            name = label[run]
-            url, pid = servers[run[0]]
-            before = counters(client, pid)
-            rate, total, non2xx = wrk(url + "/v1/events", args.seconds, args.connections, SCENARIOS[run[1]])
-            spent = {k: v - before[k] for k, v in counters(client, pid).items()}
-            rates[name].append(rate)
-            cpu_us[name].append(spent["own"] / max(1, total) * 1e6)
-            print(
-                f"  {name:20} {rate:9.0f} req/s  {cpu_us[name][-1]:6.1f} us CPU/request  ({non2xx} of {total} not 2xx, "
-                f"{spent['keyed']} alert events decided in the store)",
-                flush=True,
-            )
-            cost = redis_cost[name]
-            for k in ("calls", "usec", "cpu", "keyed"):
-                cost[k] += spent[k]
-            cost["decisions"] += total
-            cost["refused"] += non2xx
-    return dict(rates=rates, cpu_us=cpu_us, redis=redis_cost)
+        for step in steps if round_ % 2 == 0 else steps[::-1]:
+            with ThreadPoolExecutor(len(step)) as pool:
+                results = pool.map(lambda run: _one_run(run, servers, client, args), step)
+                for run, (result, spent) in zip(step, results, strict=True):
+                    _keep(r, label[run], result, spent)
+    return r
+
+
+def _one_run(run: tuple, servers: dict[str, tuple[str, int]], client: redis.Redis, args) -> tuple:
+    """One wrk run of ``run`` (server, scenario): (rate, requests, non-2xx) and what the round spent."""
+    url, pid = servers[run[0]]
+    before = counters(client, pid)
+    result = wrk(url + "/v1/events", args.seconds, args.connections, SCENARIOS[run[1]])
+    spent = {k: v - before[k] for k, v in counters(client, pid).items()}
+    if run[0] == "baseline":  # with --together the store's figures of the round are the gateway's
+        spent.update(calls=0, usec=0, cpu=0.0, keyed=0)
+    return result, spent
+
+
+def _keep(r: dict, name: str, result: tuple[float, int, int], spent: dict) -> None:
+    rate, total, non2xx = result
+    r["rates"].setdefault(name, []).append(rate)
+    r["cpu_us"].setdefault(name, []).append(spent["own"] / max(1, total) * 1e6)
+    print(
+        f"  {name:20} {rate:9.0f} req/s  {r['cpu_us'][name][-1]:6.1f} us CPU/request  ({non2xx} of {total} not 2xx, "
+        f"{spent['keyed']} alert events decided in the store)",
+        flush=True,
+    )
+    cost = r["redis"].setdefault(name, dict(calls=0, usec=0, decisions=0, refused=0, cpu=0.0, keyed=0))
+    for k in ("calls", "usec", "cpu", "keyed"):
+        cost[k] += spent[k]
+    cost["decisions"] += total
+    cost["refused"] += non2xx
 
 
 def parse_args() -> argparse.Namespace:
@@ -212,6 +233,9 @@ def parse_args() -> argparse.Namespace:
         "--socket-mode",
         action="store_true",
         help="two more gateways posting to a Slack stand-in, the second with an app token (Socket Mode)",
+    )
+    parser.add_argument(
+        "--together", action="store_true", help="each gateway loaded at the same time as the bare app, on one core"
     )
     parser.add_argument("--gateway-command", help="the notifier command to bench (default: the installed one)")
     every = [*SCENARIOS, "templates"]
@@ -306,7 +330,7 @@ def report(
         if name.startswith("baseline"):
             continue
         scenario = name.partition(" ")[2]
-        against = f"baseline {scenario}" if scenario else "baseline"
+        against = f"baseline {scenario}".strip() + (f" beside {name}" if args.together else "")
         base = statistics.median(r["rates"][against])
         rate = statistics.median(r["rates"][name])
         per_round = statistics.median(g / b for g, b in zip(r["rates"][name], r["rates"][against], strict=True))

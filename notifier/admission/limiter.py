@@ -136,7 +136,7 @@ class Limiter:
 
         ``message``: a front-door client's message, queued to be posted as sent (``EventEntry.message``).
         """
-        repeat = await self._repeat_after_read(event) if event.dedup_key is not None else None
+        repeat = await self.repeat_after_read(event) if event.dedup_key is not None else None
         if repeat is not None:
             return repeat
         if len(self._queue) >= MAX_WAITING:
@@ -191,7 +191,7 @@ class Limiter:
         self._keep_reading(now)
         return _new_decision(Decision, (_DUPLICATE, first, "", "", 0.0, None))
 
-    async def _repeat_after_read(self, event: Event) -> Decision | None:
+    async def repeat_after_read(self, event: Facts) -> Decision | None:
         """A firing repeat of an alert known firing whose epoch read is too old: ``duplicate`` after the
         next read (the call in flight, or one started now) when it leaves the read fresh, else None."""
         key = (event.category, event.dedup_key or "")

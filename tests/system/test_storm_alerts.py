@@ -23,6 +23,7 @@ from helpers import STORE_ONLY, Gateway, RedisServer, slack_env, wait_for
 from slack_standin import SlackStandin
 
 from notifier.admission import limiter as limiter_module
+from notifier.http.app import create_app
 from notifier.models import Event, Outcome
 from notifier.settings import load_settings
 
@@ -338,3 +339,29 @@ async def test_repeats_met_with_an_aged_read_share_the_next_read_and_none_goes_t
     finally:
         client.close()
         await store.close()
+
+
+async def test_a_repeat_read_on_sight_with_an_aged_read_waits_for_the_next_and_is_not_read_in_full(
+    aiohttp_client, redis_url, monkeypatch
+):
+    """At the events door, the wait comes before ``parse_event``: on a loaded replica about one storm
+    repeat in ten meets an aged read, and reading each in full cost more than the wait."""
+    settings = load_settings(redis_url=redis_url, global_limit="100/1h", category_limit="100/1h", digest_interval=0)
+    client = await aiohttp_client(create_app(settings))
+    store = redis.Redis.from_url(redis_url)
+    try:
+        link = {"text": "Runbook", "url": "https://runbooks.example.com/db"}
+        body = {"category": "db", "text": "aged at the door", "dedup_key": "aged-door", "links": [link]}
+        first = await (await client.post("/v1/events", json=body)).json()
+        await asyncio.sleep(0.2)  # the read ages past FRESH
+
+        def not_read(*args: object) -> None:
+            raise AssertionError("a repeat read on sight was read again in full")
+
+        monkeypatch.setattr("notifier.http.events.parse_event", not_read)
+        asked = _store_duplicates(store)
+        answers = await asyncio.gather(*(client.post("/v1/events", json=body) for _ in range(5)))
+        assert [(a.status, (await a.json())["id"]) for a in answers] == [(200, first["id"])] * 5
+        assert _store_duplicates(store) == asked  # answered here, after one read
+    finally:
+        store.close()
