@@ -47,3 +47,19 @@ def test_storm_benchmark_runs_and_refuses_every_storm_event():
     runs += re.findall(r"^  gateway webhook .*\(\d+ of (\d+) not 2xx", out.stdout, re.M)
     counted = sum(int(n) for n in runs)
     assert counted <= int(dropped.group(1)) <= counted + len(runs) * 64 + 20, out.stdout
+
+
+def test_the_together_mode_loads_each_gateway_beside_the_bare_app():
+    """``--together``: each gateway's rounds are paired with the bare app's, run at the same time."""
+    need("wrk")
+    need("redis-server")
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "storm.py"), "--together", "--rounds", "1", "--seconds", "1", "--scenarios=plain"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stderr
+    for gateway in ("gateway", "reserves", "tree"):
+        assert re.search(rf"^  baseline beside {gateway} +\d+ req/s", out.stdout, re.M), out.stdout
+        assert re.search(rf"^{gateway} .* ratio \d+\.\d\d", out.stdout, re.M), out.stdout
