@@ -76,7 +76,7 @@ class KnownAlerts:
 
     def awaits_read(self, key: AlertKey, now: float) -> bool:
         """True when ``key``'s alert is known firing and only the epoch's read is too old to answer
-        its repeat here: the next read may let this replica answer it (``Limiter.decide_in_store``)."""
+        its repeat here: the next read may let this replica answer it (``Limiter.repeat_after_read``)."""
         known = self.firing.get(key)
         return known is not None and known[1] > now and now - self.read_at > FRESH
 
