@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -49,8 +50,30 @@ __all__ = [
 ]
 
 
+PORTS_FROM = 20000  # servers' ports: from here up to the kernel's ephemeral range
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
+    """A free port for a server, below the kernel's ephemeral range and in this test worker's slice of it.
+
+    A port from ``bind(0)`` is one an outgoing connection may take meanwhile: a server restarted on
+    its port (a pod, a replica, a store) then found it in use. Each pytest-xdist worker draws from
+    its own slice, so two workers never hand out the same port.
+    """
+    ranges = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    below = int(ranges.read_text().split()[0]) if ranges.exists() else 32768
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    size = (below - PORTS_FROM) // max(1, workers)
+    for _ in range(200 if size >= 100 else 0):
+        port = PORTS_FROM + worker * size + random.randrange(size)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # no room below the ephemeral range: let the kernel choose
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
