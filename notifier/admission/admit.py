@@ -38,8 +38,13 @@ class Admission:
         return await self.decide_on(event, self.route(event, source, channel), source)
 
     async def decide_on(self, event: Event, path: Path, source: str) -> Decision:
-        """Run one routed event through the limiter (here, else in the store) and count the outcome."""
-        return self.decide_here(event, path) or await self.decide_in_store(event, path, source)
+        """Run one routed event through the limiter (here, here after a fresh read, else in the store)
+        and count the outcome."""
+        return (
+            self.decide_here(event, path)
+            or await self.decide_after_read(event, path)
+            or await self.decide_in_store(event, path, source)
+        )
 
     def decide_here(self, event: Facts, path: Path) -> Decision | None:
         """The decision of ``event`` when this replica knows it (counted), else None; no I/O.
@@ -55,8 +60,8 @@ class Admission:
 
     async def decide_after_read(self, event: Facts, path: Path) -> Decision | None:
         """A repeat ``decide_here`` could not answer only because the alert epoch's read had aged:
-        its answer after the next read (counted), else None. Awaited before an event read on sight is
-        read in full: on a loaded replica, one storm repeat in ten or so meets an aged read."""
+        its answer after the next read (counted), else None. The events door awaits it before reading
+        an event in full: on a loaded replica, one storm repeat in ten or so meets an aged read."""
         started = time.perf_counter()
         decision = await self.limiter.repeat_after_read(event)
         if decision is not None:

@@ -127,7 +127,8 @@ class Limiter:
         """Admit or refuse ``event``; raises :class:`StoreUnavailable` when the store is down and
         :class:`InDoubt` (``NotReplicated``, ``OutcomeUnknown``) when it may have admitted it."""
         path = self.policy.route(event, source, channel)
-        return self.decide_locally(event, path) or await self.decide_in_store(event, path, source)
+        decision = self.decide_locally(event, path) or await self.repeat_after_read(event)
+        return decision or await self.decide_in_store(event, path, source)
 
     async def decide_in_store(
         self, event: Event, path: Path, source: str = "anonymous", message: dict[str, Any] | None = None
@@ -136,12 +137,9 @@ class Limiter:
 
         ``message``: a front-door client's message, queued to be posted as sent (``EventEntry.message``).
         """
-        repeat = await self.repeat_after_read(event) if event.dedup_key is not None else None
-        if repeat is not None:
-            return repeat
         if len(self._queue) >= MAX_WAITING:
             raise StoreUnavailable(f"{MAX_WAITING} events already wait for the store")
-        if not self._store.answering:  # asked after the wait: a read that failed may have opened the circuit
+        if not self._store.answering:
             raise StoreUnavailable("the store does not answer")
         event_id = uuid.uuid4().hex
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
@@ -193,8 +191,9 @@ class Limiter:
 
     async def repeat_after_read(self, event: Facts) -> Decision | None:
         """A firing repeat of an alert known firing whose epoch read is too old: ``duplicate`` after the
-        next read (the call in flight, or one started now) when it leaves the read fresh, else None."""
-        key = (event.category, event.dedup_key or "")
+        next read (the call in flight, or one started now) when it leaves the read fresh, else None
+        (then ``decide_in_store``)."""
+        key = (event.category, event.dedup_key or "")  # "" is no key: a dedup_key has a character at least
         if event.status != "firing" or not self._alerts or not self._known.awaits_read(key, time.monotonic()):
             return None
         if self._read is None:

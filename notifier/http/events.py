@@ -96,12 +96,13 @@ async def post_event(request: web.Request) -> web.StreamResponse:
             decision = await admission.decide_after_read(seen, path)
         if decision is None:
             event = parse_event(raw, admission.limiter.policy)
-            if path is None:  # not read on sight: routed, checked and asked here now
+            if path is None:  # not read on sight: routed, checked and decided now
                 path = admission.route(event, caller.name)
                 if caller.bounded:
                     check_channel(caller, path)
-                decision = admission.decide_here(event, path)
-            decision = decision or await admission.decide_in_store(event, path, caller.name)
+                decision = await admission.decide_on(event, path, caller.name)
+            else:  # asked on sight, and after a read if it aged: the store decides
+                decision = await admission.decide_in_store(event, path, caller.name)
         if decision.outcome is Outcome.DROPPED:
             return refusal_response(decision_body(decision), decision.retry_after)
         return json_response(decision_body(decision), _STATUS[decision.outcome])

@@ -365,3 +365,21 @@ async def test_a_repeat_read_on_sight_with_an_aged_read_waits_for_the_next_and_i
         assert _store_duplicates(store) == asked  # answered here, after one read
     finally:
         store.close()
+
+
+async def test_an_alertmanager_repeat_with_an_aged_read_is_answered_here_after_the_next(aiohttp_client, redis_url):
+    """The other doors decide through ``Admission.decide_on``, which waits for a read as the events door does."""
+    settings = load_settings(redis_url=redis_url, global_limit="100/1h", category_limit="100/1h", digest_interval=0)
+    client = await aiohttp_client(create_app(settings))
+    store = redis.Redis.from_url(redis_url)
+    try:
+        alert = {"labels": {"alertname": "DiskFull", "instance": "db-1"}, "fingerprint": "aged-am"}
+        payload = {"version": "4", "alerts": [alert]}
+        first = (await (await client.post("/v1/alertmanager", json=payload)).json())["results"][0]
+        await asyncio.sleep(0.2)  # the read ages past FRESH
+        asked = _store_duplicates(store)
+        again = (await (await client.post("/v1/alertmanager", json=payload)).json())["results"][0]
+        assert (first["status"], again["status"], again["id"]) == ("accepted", "duplicate", first["id"])
+        assert _store_duplicates(store) == asked  # answered here, after the read
+    finally:
+        store.close()
