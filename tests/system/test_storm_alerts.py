@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import time
 
@@ -26,6 +25,7 @@ from notifier.admission import limiter as limiter_module
 from notifier.http.app import create_app
 from notifier.models import Event, Outcome
 from notifier.settings import load_settings
+from notifier.store.keys import Keys
 
 # 32 keys, 4 per category: db and web admit all theirs (and their reopens), tight 2, the rest 3;
 # the global level fills with the second reopens. Digests wait an hour: their counts are compared.
@@ -92,8 +92,7 @@ def _records(client: redis.Redis, prefix: str) -> dict:
     out = {}
     for category in CATEGORIES:
         for i in range(KEYS):
-            digest = hashlib.sha256(f"k{i}".encode()).hexdigest()[:32]
-            rec = client.hmget(f"{prefix}:{{{prefix}}}:alert:{category}:{digest}", "n", "fired", "resolved", "reopened")
+            rec = client.hmget(Keys(prefix).record(category, f"k{i}"), "n", "fired", "resolved", "reopened")
             if rec[0] is not None:
                 out[(category, i)] = rec
     return out
@@ -281,7 +280,7 @@ async def test_the_epoch_is_read_by_the_calls_that_count_repeats_never_polled(re
         assert {(a.outcome, a.id) for a in answers} == {(Outcome.DUPLICATE, first.id)}
         assert _store_duplicates(client) - asked == 0, len(answers)
         await limiter.flush()
-        fetched = client.hget(f"notifier:{{notifier}}:alert:db:{hashlib.sha256(b'epoch-read').hexdigest()[:32]}", "n")
+        fetched = client.hget(Keys("notifier").record("db", "epoch-read"), "n")
         assert int(fetched) == 2 + len(answers)  # every repeat counted
     finally:
         client.close()
@@ -334,8 +333,8 @@ async def test_repeats_met_with_an_aged_read_share_the_next_read_and_none_goes_t
         assert {(a.outcome, a.id) for a in answers} == {(Outcome.DUPLICATE, first.id)}
         await limiter.flush()
         assert _store_duplicates(client) == asked  # all nine answered here, after one read
-        record = f"notifier:{{notifier}}:alert:db:{hashlib.sha256(b'aged-read').hexdigest()[:32]}"
-        assert int(client.hget(record, "n")) == 1 + 9  # the cancelled one was never answered
+        seen = int(client.hget(Keys("notifier").record("db", "aged-read"), "n"))
+        assert seen == 1 + 9  # the cancelled one was never answered
     finally:
         client.close()
         await store.close()
