@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -27,7 +26,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "tests" / "suppor
 
 import abba  # noqa: E402
 from helpers import Gateway  # noqa: E402
-from storm import SCENARIOS, pin, pinned_redis, process_cpu, saturate  # noqa: E402
+from storm import SCENARIOS, need_wrk, pin, pinned_redis, process_cpu, saturate  # noqa: E402
 from storm_links import CATEGORIES as LINKED  # noqa: E402
 from storm_links import SETTINGS  # noqa: E402
 
@@ -61,8 +60,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=5, help="length of a round (whole seconds)")
     parser.add_argument("--scenario", default="plain", choices=CHOICES)
     args = parser.parse_args()
-    if not shutil.which("wrk"):
-        sys.exit("wrk not found: apt-get install -y wrk")
+    need_wrk()
     server = pinned_redis()
     gateways: dict[str, Gateway] = {}
     try:

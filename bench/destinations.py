@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -122,8 +121,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds = 3, 2
-    if not shutil.which("wrk"):
-        sys.exit("wrk not found: apt-get install -y wrk")
+    storm.need_wrk()
     server = RedisServer(extra=[]).start()
     slack, discord = SlackStandin().start(), DiscordStandin().start()
     baseline, baseline_url = storm.start_baseline()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -45,8 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=int, default=20)
     args = parser.parse_args()
-    if not shutil.which("wrk"):
-        sys.exit("wrk not found: apt-get install -y wrk")
+    storm.need_wrk()
     server = RedisServer(extra=[]).start()
     limits = {"NOTIFIER_REDIS_URL": server.url, "NOTIFIER_GLOBAL_LIMIT": "100/30m", "NOTIFIER_CATEGORY_LIMIT": "10/30m"}
     gateway = Gateway(limits, wrapper=storm.pin(0)).start()

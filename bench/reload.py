@@ -89,8 +89,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=64)
     args = parser.parse_args()
     args.rounds = 3 if args.quick else args.rounds
-    if not shutil.which("wrk"):
-        sys.exit("wrk not found: apt-get install -y wrk")
+    storm.need_wrk()
     server = RedisServer(extra=[]).start()
     baseline, baseline_url = storm.start_baseline()
     folder = Path(tempfile.mkdtemp(prefix="notifier-reload-"))

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "tests" / "suppor
 
 import redis  # noqa: E402
 from helpers import Gateway, wait_for  # noqa: E402
-from storm import CATEGORIES, pin, saturate, start_baseline, wrk_output  # noqa: E402  (puts tests/support on the path)
+from storm import CATEGORIES, need_wrk, pin, saturate, start_baseline, wrk_output  # noqa: E402  (puts tests/support on the path)
 from topology import Replicated  # noqa: E402
 
 
@@ -112,8 +111,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds = 3, 2
-    if not shutil.which("wrk"):
-        sys.exit("wrk not found: apt-get install -y wrk")
+    need_wrk()
     nodes = Replicated(replicas=1).start()
     last = (os.cpu_count() or 1) - 1
     for node in nodes.nodes if pin(last) else ():

@@ -40,7 +40,6 @@ import argparse
 import asyncio
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -78,6 +77,7 @@ from storm_redis import (  # noqa: E402, F401
 )
 from storm_servers import (  # noqa: E402, F401
     _answers,
+    need_wrk,
     pin,
     pinned_redis,
     start_baseline,
@@ -330,8 +330,7 @@ def measure(started: SimpleNamespace, redis_url: str, client: redis.Redis, args:
 
 def main() -> None:
     args = parse_args()
-    if not shutil.which("wrk"):
-        sys.exit("wrk not found: apt-get install -y wrk")
+    need_wrk()
     server = pinned_redis()
     client = redis.Redis.from_url(server.url)
     limits = gateway_settings(server.url, args)

@@ -22,6 +22,12 @@ from storm_bodies import RESERVES, TREE, templates_config
 HERE = Path(__file__).resolve().parent
 
 
+def need_wrk() -> None:
+    """Stop the benchmark with the command that installs wrk when it is missing."""
+    if not shutil.which("wrk"):
+        sys.exit("wrk not found: apt-get install -y wrk")
+
+
 def pin(core: int) -> list[str]:
     """A taskset prefix for ``core``, or nothing where taskset is missing."""
     return ["taskset", "-c", str(core)] if shutil.which("taskset") and os.cpu_count() > 1 else []

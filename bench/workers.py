@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "tests" / "suppor
 
 import abba  # noqa: E402
 from helpers import Gateway, wait_for  # noqa: E402
-from storm import SCENARIOS, pinned_redis, process_cpu, saturate  # noqa: E402
+from storm import SCENARIOS, need_wrk, pinned_redis, process_cpu, saturate  # noqa: E402
 
 COUNTS = (1, 2)  # the workers of the two gateways
 
@@ -60,8 +59,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=5, help="length of a round (whole seconds)")
     parser.add_argument("--scenario", default="plain", choices=[s for s in SCENARIOS if s != "webhook"])
     args = parser.parse_args()
-    if not shutil.which("wrk"):
-        sys.exit("wrk not found: apt-get install -y wrk")
+    need_wrk()
     server = pinned_redis()
     gateways: dict[str, Gateway] = {}
     try:
