@@ -176,7 +176,7 @@ def storm_rounds(servers: dict[str, tuple[str, int]], client: redis.Redis, args)
     steps = [(run,) for run in runs]
     if args.together:
         steps = [(run, ("baseline", run[1], run[0])) for run in runs if run[0] != "baseline"]
-        label.update({step[1]: f"{label[step[1][:2]]} beside {label[step[0]]}".strip() for step in steps})
+        label.update({step[1]: f"{label[step[1][:2]]} beside {label[step[0]]}" for step in steps})
     r = dict(rates={}, cpu_us={}, redis={})
     for round_ in range(args.rounds):
         # ABBA order: a load drifting over the run favours no server.
