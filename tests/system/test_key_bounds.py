@@ -114,6 +114,9 @@ def scan(store: redis.Redis) -> Scan:
         key = raw.decode()
         found.keys[key] = store.pttl(key)
         kind = store.type(key).decode()
+        if kind == "none":  # gone since SCAN named it (expired, or a digest sent): as if never named
+            del found.keys[key]
+            continue
         found.sizes[key] = getattr(store, SIZE[kind])(key)
         if kind == "stream":
             found.pending[key] = sum(group["pending"] for group in store.xinfo_groups(key))
