@@ -356,9 +356,8 @@ def serve_forever(settings: Settings, config: Config = EMPTY, worker_of: int | N
 
     ``worker_of``: the pid of the parent of ``--workers`` (this process is one of its workers).
     """
-    from aiohttp import web
-
     from .http.app import create_app  # the server's imports are paid only by `serve`
+    from .http.serving import run
     from .worker_metrics import share_counts
 
     if worker_of is not None:
@@ -379,7 +378,7 @@ def serve_forever(settings: Settings, config: Config = EMPTY, worker_of: int | N
         loop = uvloop.new_event_loop()
     app = create_app(settings, config)
     share_counts(app)  # with workers: their counts reach /metrics of each
-    web.run_app(app, sock=sock, loop=loop, access_log=None, shutdown_timeout=10, print=log.info)
+    run(app, sock, loop)
     return 0
 
 

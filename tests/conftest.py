@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 import redis
+from aiohttp import web
 from helpers import RedisServer
 from slack_standin import SlackStandin
+
+from notifier.http.serving import shortcut
+from notifier.http.state import SETTINGS
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +33,17 @@ def slack():
     standin = SlackStandin().start()
     yield standin
     standin.stop()
+
+
+@pytest.fixture
+def aiohttp_client(aiohttp_client):
+    """pytest-aiohttp's client; a gateway it serves answers ``POST /v1/events`` as ``notifier serve``
+    does, before the router (``notifier/http/serving.py``), so the suite's requests take that path."""
+
+    async def client(app, *args, **kwargs):
+        made = await aiohttp_client(app, *args, **kwargs)
+        if isinstance(app, web.Application) and SETTINGS in app:  # the gateway's, not a stand-in's
+            shortcut(made.server.runner.server, app)
+        return made
+
+    return client

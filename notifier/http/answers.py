@@ -5,8 +5,9 @@ error middleware: with any middleware at all, aiohttp adds two wrapper layers
 (the middleware and its own ``_fix_request_current_app``) around every request,
 6% of the instructions of an alert-storm request, measured with
 ``bench/instructions.py``. The storm's own handler (``POST /v1/events``) calls
-:func:`error_answer` itself, one coroutine fewer still. Unknown paths and methods
-reach :func:`no_route`, so they are answered in JSON too.
+:func:`error_answer` itself, one coroutine fewer still, and is reached before the
+router (``serving.py``, which refuses an application with middlewares). Unknown paths
+and methods reach :func:`no_route`, so they are answered in JSON too.
 """
 
 from __future__ import annotations

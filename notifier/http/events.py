@@ -81,7 +81,8 @@ def decided_on_sight(admission: Admission, caller: Caller, raw: bytes) -> OnSigh
 
 async def post_event(request: web.Request) -> web.StreamResponse:
     """Decide one event. It answers its own errors (the app does not wrap it in ``answers_errors``):
-    on the storm path every coroutine layer costs, measured in ``bench/RESULTS.md``."""
+    on the storm path every coroutine layer costs, measured in ``bench/RESULTS.md``. ``notifier serve``
+    calls it before aiohttp's router (``serving.py``)."""
     try:
         app = request.app  # a property: read once
         gateway = app[GATEWAY]
