@@ -9,6 +9,7 @@ import json
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from yarl import URL
 
 from notifier.http.answers import MAX_BODY
 from notifier.http.app import create_app
@@ -110,3 +111,50 @@ async def test_an_application_with_middlewares_is_refused():
     app.router.add_post("/v1/events", answer)
     with pytest.raises(RuntimeError, match="middlewares"):
         shortcut(web.Server(app._handle), app)
+
+
+WEBHOOK_PATHS = [
+    "/services/T0/B0/s3cret",
+    "/services/T0/B0/wrong",
+    "/services/T0/B0/s3cre%74",  # unquoted by the router: the token
+    "/services/T0/./B0/s3cret",
+    "/services/T0/B0/s3cret/",
+    "/services/T0/B0",
+    "/services/T0/B0/s3cret?x=1",
+    "/services/T%2F0/B0/s3cret",
+    "/services/T0/B0/s3cret%0A",
+]
+MESSAGES = [b'{"text":"hi"}', b'{"text":', b'{"blocks":[{"type":"nope"}]}', b"payload=%7B%22text%22%3A%22hi%22%7D"]
+
+
+async def webhook_answers(client: TestClient) -> list[tuple[str, int, str]]:
+    seen = []
+    for path in WEBHOOK_PATHS:
+        for body in MESSAGES:
+            form = body.startswith(b"payload=")
+            headers = {"Content-Type": "application/x-www-form-urlencoded" if form else "application/json"}
+            url = URL(str(client.make_url("/")).rstrip("/") + path, encoded=True)  # sent as written
+            response = await client.session.post(url, data=body, headers=headers)
+            seen.append((path, response.status, await response.text()))
+    return seen
+
+
+async def test_the_webhook_is_answered_as_the_router_does(monkeypatch):
+    routed, short = await served(False, api_tokens="s3cret"), await served(True, api_tokens="s3cret")
+    resolved: list[str] = []
+    resolve = short.server.app.router.resolve  # type: ignore[union-attr]
+
+    async def counted(request: web.Request) -> object:
+        resolved.append(request.raw_path)
+        return await resolve(request)
+
+    monkeypatch.setattr(short.server.app.router, "resolve", counted)  # type: ignore[union-attr]
+    try:
+        through_router, before_router = await webhook_answers(routed), await webhook_answers(short)
+        assert before_router == through_router
+        assert {status for _, status, _ in through_router} == {200, 400, 404}
+        assert ("/services/T0/B0/s3cre%74", 200, "ok") in through_router  # the router unquotes it
+        assert set(resolved) == set(WEBHOOK_PATHS) - {"/services/T0/B0/s3cret", "/services/T0/B0/wrong"}
+    finally:
+        await routed.close()
+        await short.close()
