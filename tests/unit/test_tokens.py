@@ -148,6 +148,22 @@ def test_an_app_with_a_route_the_table_does_not_name_is_not_built():
         auth.Guard(tokens_of({}), app.router.routes(), load_settings())
 
 
+def test_the_host_check_remembers_a_bounded_number_of_answers():
+    """Open mode on loopback: each ``Host`` value's answer is remembered, and no more than
+    ``MAX_REMEMBERED`` of them, whatever a client sends."""
+    from aiohttp.test_utils import make_mocked_request
+
+    guard = auth.Guard(tokens_of({}), create_app(load_settings()).router.routes(), load_settings())
+    asked = lambda host: guard.host_allowed(make_mocked_request("GET", "/", headers={"Host": host}))  # noqa: E731
+    for _ in range(2):
+        assert [asked(h) for h in ("127.0.0.1:8080", "localhost", "[::1]:80", "a.localhost")] == [True] * 4
+        assert [asked(h) for h in ("attacker.example", "127.0.0.1.attacker.example:80")] == [False] * 2
+    for n in range(3 * auth.MAX_REMEMBERED):
+        assert not asked(f"h{n}.attacker.example")
+    assert len(guard._seen_hosts) <= auth.MAX_REMEMBERED
+    assert asked("127.0.0.1") and not asked("attacker.example")
+
+
 # --- notifier token new ---
 
 
