@@ -28,6 +28,7 @@ EVENTS = "/v1/events"  # POST: the storm's route, answered with one match
 WEBHOOK = "/services/{a}/{b}/{secret}"  # POST: Slack's incoming webhook, a match for its parts
 PART = r"[A-Za-z0-9_\-]+"  # a part the router gives as it is: nothing to unquote, not a dot segment
 SHUTDOWN_TIMEOUT = 10.0  # seconds a stop waits for requests in flight
+KEEPALIVE = 75.0  # seconds an idle connection is kept (web.run_app's; aiohttp's server alone keeps one an hour)
 
 Matcher = Callable[[str], "web.UrlMappingMatchInfo | None"]
 
@@ -101,8 +102,20 @@ def run(app: web.Application, sock: socket.socket, loop: asyncio.AbstractEventLo
         loop.close()
 
 
+def make_runner(app: web.Application, signals: bool = True) -> web.AppRunner:
+    """``app``'s runner, its server set as ``web.run_app`` sets it (no access log); ``signals``:
+    ``SIGINT`` and ``SIGTERM`` stop it."""
+    return web.AppRunner(
+        app,
+        access_log=None,
+        keepalive_timeout=KEEPALIVE,
+        shutdown_timeout=SHUTDOWN_TIMEOUT,
+        handle_signals=signals,
+    )
+
+
 async def _serve(app: web.Application, sock: socket.socket) -> None:
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, handle_signals=True)
+    runner = make_runner(app)
     await runner.setup()
     try:
         assert runner.server is not None  # set by setup()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 
 import pytest
 from aiohttp import web
@@ -13,7 +14,7 @@ from yarl import URL
 
 from notifier.http.answers import MAX_BODY
 from notifier.http.app import create_app
-from notifier.http.serving import shortcut
+from notifier.http.serving import KEEPALIVE, make_runner, shortcut
 from notifier.settings import load_settings
 
 JSON = {"Content-Type": "application/json"}
@@ -158,3 +159,28 @@ async def test_the_webhook_is_answered_as_the_router_does(monkeypatch):
     finally:
         await routed.close()
         await short.close()
+
+
+async def test_the_runner_keeps_an_idle_connection_as_run_app_did():
+    """75 s, as ``web.run_app`` set it: aiohttp's server alone keeps an idle connection an hour."""
+    app = create_app(load_settings(digest_interval=0))
+    runner = make_runner(app, signals=False)
+    await runner.setup()
+    try:
+        site = web.SockSite(runner, listening())
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.1)
+        assert [c.keepalive_timeout for c in runner.server.connections] == [KEEPALIVE] == [75.0]  # type: ignore[union-attr]
+        writer.close()
+    finally:
+        await runner.cleanup()
+
+
+def listening() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
