@@ -1,45 +1,40 @@
 """The hierarchical limiter: batches of events decided by one script call each, and local refusals.
 
-Concurrent requests are coalesced: every event that arrives while a call is in
-flight rides in the next one, in arrival order, each with its own answer, so
-the limiter costs one round trip per batch rather than per event.
+Concurrent requests are coalesced: every event that arrives while a call is in flight rides in the
+next one, in arrival order, each with its own answer, so the limiter costs one round trip per batch
+rather than per event.
 
-A level the script reported full stays full at least for the wait it returned:
-until then this replica refuses such events itself, without a round trip, as the
-store would (``local.FullLevels``, per level value and class); the refusals are
-still written to the shared counters with the next call (or within
-``FLUSH_DELAY``, and before ``/v1/stats`` answers).
+A level the script reported full stays full at least for the wait it returned: until then this
+replica refuses such events itself, without a round trip, as the store would (``local.FullLevels``,
+per level value and class); the refusals are still written to the shared counters with the next call
+(or within ``FLUSH_DELAY``, and before ``/v1/stats`` answers).
 
-Alerts (events with a ``dedup_key``) are decided here too when the store told what their key
-is (see ``known.py``): a firing repeat of an alert known firing is answered ``duplicate`` with
-the first event's id (after the next read of the alert epoch when the last one aged), and a key
-known refused is refused while a level that all its events pass alike is known full for every
-class they can have (``local.FullLevels.refusal``). The repeats are counted in the store with the
-next call like local refusals (the alert's ``n``, last seen time and one edit of its message). A
-locally decided answer wrote nothing, so it never claims anything of the store (replication too).
+Alerts (events with a ``dedup_key``) are decided here too when the store told what their key is (see
+``known.py``): a firing repeat of an alert known firing is answered ``duplicate`` with the first
+event's id (after the next read of the alert epoch when the last one aged), and a key known refused
+is refused while a level that all its events pass alike is known full for every class they can have
+(``local.FullLevels.refusal``). The repeats are counted in the store with the next call like local
+refusals (the alert's ``n``, last seen time and one edit of its message). A locally decided answer
+wrote nothing, so it never claims anything of the store (replication too).
 
-Bounded time: each event has a deadline (``NOTIFIER_REDIS_TIMEOUT`` after it
-arrived). A call carries the earliest deadline of its batch, in the store's
-clock, and the script does nothing past it; the limiter waits for the reply a
-margin longer, then gives up. A reply that does not come after the call was
-sent (late on a busy host, lost in a failover: ``ReplyLost``) leaves the events
-in doubt: each raises :class:`OutcomeUnknown` with its id (a retry with its
-``dedup_key`` is answered ``duplicate`` or admitted once), never
-:class:`StoreUnavailable`, which means nothing happened: the call was not sent,
-the store refused it, or the script returned past its deadline. At most
-``MAX_WAITING`` events wait for the store; past that, and while the store's
-circuit is open, events are refused with 503 at once.
+Bounded time: each event has a deadline (``NOTIFIER_REDIS_TIMEOUT`` after it arrived). A call
+carries the earliest deadline of its batch, in the store's clock, and the script does nothing past
+it; the limiter waits for the reply a margin longer, then gives up. A reply that does not come after
+the call was sent (late on a busy host, lost in a failover: ``ReplyLost``) leaves the events in
+doubt: each raises :class:`OutcomeUnknown` with its id (a retry with its ``dedup_key`` is answered
+``duplicate`` or admitted once), never :class:`StoreUnavailable`, which means nothing happened: the
+call was not sent, the store refused it, or the script returned past its deadline. At most
+``MAX_WAITING`` events wait for the store; past that, and while the store's circuit is open, events
+are refused with 503 at once.
 
-Replication: with ``NOTIFIER_REDIS_MIN_REPLICAS=N`` the script call is followed, on
-the same connection, by ``WAIT N <time left>`` (``Store.run_replicated``). Every
-answer that says the event is held (accepted, resolved, a duplicate of an alert's
-first event) is then given only when N replicas acknowledged; otherwise it
-raises :class:`NotReplicated` with the event's id. A refusal wrote only counters
-and is answered as always; local refusals never reach the store, nor wait.
+Replication: with ``NOTIFIER_REDIS_MIN_REPLICAS=N`` the script call is followed, on the same
+connection, by ``WAIT N <time left>`` (``Store.run_replicated``). Every answer that says the event
+is held (accepted, resolved, a duplicate of an alert's first event) is then given only when N
+replicas acknowledged; otherwise it raises :class:`NotReplicated` with the event's id. A refusal
+wrote only counters and is answered as always; local refusals never reach the store, nor wait.
 
-This module is the hot path of an alert storm and is hand-tuned where
-``bench/instructions.py`` showed a cost (plain dicts and tuples, no awaits on
-a local refusal).
+This module is the hot path of an alert storm and is hand-tuned where ``bench/instructions.py``
+showed a cost (plain dicts and tuples, no awaits on a local refusal).
 """
 
 from __future__ import annotations
@@ -190,18 +185,22 @@ class Limiter:
         return _new_decision(Decision, (_DUPLICATE, first, "", "", 0.0, None))
 
     async def repeat_after_read(self, event: Facts) -> Decision | None:
-        """A firing repeat of an alert known firing whose epoch read is too old: ``duplicate`` after the
-        next read (the call in flight, or one started now) when it leaves the read fresh, else None
-        (then ``decide_in_store``)."""
-        key = (event.category, event.dedup_key or "")  # "" is no key: a dedup_key has a character at least
-        if event.status != "firing" or not self._alerts or not self._known.awaits_read(key, time.monotonic()):
+        """A firing repeat of an alert known firing whose epoch read is too old: ``duplicate`` once a read
+        sent less than ``FRESH`` before the repeat arrived leaves it known firing (the call in flight, else
+        the next: the contract bounds a resolution's reach by when a repeat arrives, so a slow reply
+        still serves), else None (then ``decide_in_store``)."""
+        key, arrived = (event.category, event.dedup_key or ""), time.monotonic()  # "": no dedup_key is empty
+        if event.status != "firing" or not self._alerts:
             return None
-        if self._read is None:
-            self._read = asyncio.get_running_loop().create_future()
-        read = self._read
-        self._schedule(0)
-        await asyncio.shield(read)  # one request cancelled must not cancel the others' wait
-        return self._duplicate(key, time.monotonic())
+        for _ in range(2):  # the call in flight may have been sent too early for this repeat; the next is not
+            if not self._known.awaits_read(key, arrived):
+                break
+            if self._read is None:
+                self._read = asyncio.get_running_loop().create_future()
+            read = self._read
+            self._schedule(0)
+            await asyncio.shield(read)  # one request cancelled must not cancel the others' wait
+        return self._duplicate(key, arrived)
 
     def _keep_reading(self, now: float) -> None:
         """Keep the read of the alert epochs fresh while repeats are answered here."""

@@ -19,6 +19,7 @@ import pytest
 import redis
 from builders import build_limiter
 from helpers import STORE_ONLY, Gateway, RedisServer, slack_env, wait_for
+from redis_proxy import ReplyProxy
 from slack_standin import SlackStandin
 
 from notifier.admission import limiter as limiter_module
@@ -382,3 +383,61 @@ async def test_an_alertmanager_repeat_with_an_aged_read_is_answered_here_after_t
         assert _store_duplicates(store) == asked  # answered here, after the read
     finally:
         store.close()
+
+
+@pytest.fixture
+def held(redis_server, redis_url):
+    """A proxy in front of the session's redis-server that can hold one reply (a slow round trip)."""
+    proxy = ReplyProxy(redis_server.port).start()
+    yield proxy
+    proxy.stop()
+
+
+async def test_repeats_are_answered_here_by_a_slow_read_sent_after_they_arrived(held, redis_url):
+    """The contract bounds a resolution's reach by when a repeat arrives: a read sent after the
+    repeats arrived serves them however late its reply, so none goes to the store."""
+    settings = load_settings(
+        redis_url=held.url, key_prefix="slowread", global_limit="100/1h", category_limit="100/1h", digest_interval=0
+    )
+    limiter, store = build_limiter(settings)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        event = Event(category="db", text="slow", dedup_key="slow-read")
+        first = await limiter.admit(event)
+        await limiter.flush()
+        await asyncio.sleep(0.2)  # the read ages past FRESH
+        asked = _store_duplicates(client)
+        held.arm(b"slowread", "hold", seconds=0.15)  # the next call's reply comes 150 ms late
+        started = time.monotonic()
+        answers = await asyncio.gather(*(limiter.admit(event) for _ in range(5)))
+        assert time.monotonic() - started >= 0.15  # answered after the held reply
+        assert {(a.outcome, a.id) for a in answers} == {(Outcome.DUPLICATE, first.id)}
+        await limiter.flush()
+        assert _store_duplicates(client) == asked
+    finally:
+        client.close()
+        await store.close()
+
+
+async def test_a_slow_read_still_sees_a_resolution_made_before_the_repeat_arrived(held, redis_url):
+    """A repeat arriving 150 ms after a resolution elsewhere, its replica's read aged: the read it
+    waits for is sent after it arrived, so however late its reply it shows the resolution."""
+    settings = load_settings(
+        redis_url=redis_url, key_prefix="slowres", global_limit="100/1h", category_limit="100/1h", digest_interval=0
+    )
+    resolver, store = build_limiter(settings)
+    repeater, far = build_limiter(settings.model_copy(update={"redis_url": held.url}))
+    try:
+        event = Event(category="db", text="flap", dedup_key="slow-flap")
+        assert (await repeater.admit(event)).outcome == Outcome.ACCEPTED
+        assert (await repeater.admit(event)).outcome == Outcome.DUPLICATE
+        await repeater.flush()
+        await asyncio.sleep(0.2)  # the repeater's read ages; a quiet replica reads nothing more
+        resolution = Event(category="db", text="flap", dedup_key="slow-flap", status="resolved")
+        assert (await resolver.admit(resolution)).outcome == Outcome.RESOLVED
+        await asyncio.sleep(0.15)
+        held.arm(b"slowres", "hold", seconds=0.15)
+        assert (await repeater.admit(event)).outcome == Outcome.REOPENED
+    finally:
+        await store.close()
+        await far.close()
