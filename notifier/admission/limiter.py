@@ -189,7 +189,7 @@ class Limiter:
         sent less than ``FRESH`` before the repeat arrived leaves it known firing (the call in flight, else
         the next: the contract bounds a resolution's reach by when a repeat arrives, so a slow reply
         still serves), else None (then ``decide_in_store``)."""
-        key, arrived = (event.category, event.dedup_key or ""), time.monotonic()  # "": no dedup_key is empty
+        key, arrived = (event.category, event.dedup_key or ""), time.monotonic()  # "" is no alert's key
         if event.status != "firing" or not self._alerts:
             return None
         for _ in range(2):  # the call in flight may have been sent too early for this repeat; the next is not

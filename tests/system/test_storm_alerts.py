@@ -24,7 +24,7 @@ from slack_standin import SlackStandin
 
 from notifier.admission import limiter as limiter_module
 from notifier.http.app import create_app
-from notifier.models import Event, Outcome
+from notifier.models import Decision, Event, Outcome
 from notifier.settings import load_settings
 from notifier.store.keys import Keys
 
@@ -112,6 +112,15 @@ def _digests(client: redis.Redis) -> dict:
 def _store_duplicates(client: redis.Redis) -> int:
     """Firing events of firing alerts that the store decided: admit.lua reads their record's PTTL."""
     return client.info("commandstats").get("cmdstat_pttl", {}).get("calls", 0)
+
+
+async def _fired_and_aged(limiter: limiter_module.Limiter, event: Event, client: redis.Redis) -> tuple[Decision, int]:
+    """``event``'s alert admitted by ``limiter``, then its epoch read left to age past ``FRESH`` (the
+    next repeats cannot be answered at once); the first decision and the store's duplicates so far."""
+    first = await limiter.admit(event)
+    await limiter.flush()
+    await asyncio.sleep(0.2)
+    return first, _store_duplicates(client)
 
 
 def test_alert_storm_answers_and_counts_as_the_store_would(redis_url, tmp_path):
@@ -323,10 +332,7 @@ async def test_repeats_met_with_an_aged_read_share_the_next_read_and_none_goes_t
     client = redis.Redis.from_url(redis_url)
     try:
         event = Event(category="db", text="aged", dedup_key="aged-read")
-        first = await limiter.admit(event)
-        await limiter.flush()
-        await asyncio.sleep(0.2)  # the read ages past FRESH: the next repeats cannot be answered at once
-        asked = _store_duplicates(client)
+        first, asked = await _fired_and_aged(limiter, event, client)
         waiting = [asyncio.create_task(limiter.admit(event)) for _ in range(10)]
         await asyncio.sleep(0)  # each is waiting for the read now
         waiting[0].cancel()
@@ -403,10 +409,7 @@ async def test_repeats_are_answered_here_by_a_slow_read_sent_after_they_arrived(
     client = redis.Redis.from_url(redis_url)
     try:
         event = Event(category="db", text="slow", dedup_key="slow-read")
-        first = await limiter.admit(event)
-        await limiter.flush()
-        await asyncio.sleep(0.2)  # the read ages past FRESH
-        asked = _store_duplicates(client)
+        first, asked = await _fired_and_aged(limiter, event, client)
         held.arm(b"slowread", "hold", seconds=0.15)  # the next call's reply comes 150 ms late
         started = time.monotonic()
         answers = await asyncio.gather(*(limiter.admit(event) for _ in range(5)))
