@@ -80,17 +80,24 @@ def _socket_inodes(pid: int) -> set[int]:
     return inodes
 
 
-def serving(conn: http.client.HTTPConnection, server_port: int, pids: set[int]) -> int:
-    """The worker holding the server side of ``conn`` (connected): the one with its socket's inode."""
-    client_port = conn.sock.getsockname()[1]
+def _server_inode(server_port: int, client_port: int) -> int:
+    """The inode of the server side of a connection; 0 while it waits in the accept queue."""
     wanted = f"{server_port:04X}", f"{client_port:04X}"
-    inode = None
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
-        local, remote = fields[1].split(":")[1], fields[2].split(":")[1]
-        if (local, remote) == wanted:
-            inode = int(fields[9])
-    assert inode, "the server side of the connection is not in /proc/net/tcp"
+        if (fields[1].split(":")[1], fields[2].split(":")[1]) == wanted:
+            return int(fields[9])
+    raise AssertionError("the server side of the connection is not in /proc/net/tcp")
+
+
+def serving(conn: http.client.HTTPConnection, server_port: int, pids: set[int]) -> int:
+    """The worker holding the server side of ``conn`` (connected): the one with its socket's inode.
+
+    A connection the kernel has queued but no worker has accepted yet has no socket file (inode 0),
+    so this waits for the accept.
+    """
+    client_port = conn.sock.getsockname()[1]
+    inode = wait_for(lambda: _server_inode(server_port, client_port), 10, what="a worker to accept the connection")
     (pid,) = [pid for pid in pids if inode in _socket_inodes(pid)]
     return pid
 
