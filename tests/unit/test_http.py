@@ -63,17 +63,21 @@ async def test_retry_after_header_rounds_up(make_client):
     assert status == 429 and 1.0 < body["retry_after"] <= 1.5 and headers["Retry-After"] == "2"
 
 
-def test_refusal_headers_are_shared_per_second_and_bounded():
-    """A storm's 429s share their headers per whole second of Retry-After; clients cannot grow them."""
+def test_refusal_heads_are_shared_per_second_read_only_and_bounded():
+    """A storm's 429s share their head per whole second of Retry-After; clients cannot grow them."""
     first = answers.refusal_response({"status": "dropped"}, 1.2)
     again = answers.refusal_response({"status": "dropped"}, 1.9)
     assert first.headers["Retry-After"] == again.headers["Retry-After"] == "2"
     assert first.headers["Content-Type"] == "application/json; charset=utf-8" and first.status == 429
-    first.headers["Retry-After"] = "changed"  # an answer's headers are its own copy
+    with pytest.raises(TypeError):  # an answer's headers are its head's, shared: never changed
+        first.headers["Retry-After"] = "changed"
     assert answers.refusal_response({}, 2.0).headers["Retry-After"] == "2"
-    for seconds in range(answers.MAX_SHARED_HEADERS * 2):
+    for seconds in range(answers.MAX_HEADS * 2):
         assert answers.refusal_response({}, seconds + 0.5).headers["Retry-After"] == str(max(1, seconds + 1))
-    assert len(answers._refusal_headers) <= answers.MAX_SHARED_HEADERS
+    assert len(answers._refusal_heads) <= answers.MAX_HEADS
+    for seconds in range(answers.MAX_HEADS * 2):
+        answers.json_response({}, 503, answers.retry_after_header(seconds))
+    assert len(answers._heads) <= answers.MAX_HEADS
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from aiohttp import web
 from ...errors import InDoubt, StoreUnavailable
 from ..answers import STORE_RETRY_AFTER, UNREADABLE, json_response, log_unavailable, logged_path, retry_after_header
 from ..state import METRICS
+from ..wire import Answer, head
 from .payload import SlackError
 
 log = logging.getLogger(__name__)
@@ -46,16 +47,13 @@ _API_STATUS = {
     "service_unavailable": 503,
 }  # else HTTP 200
 _ACCEPTED, _DROPPED = {OUTCOME: "accepted"}, {OUTCOME: "dropped"}
-# The headers of a webhook's ``ok``, built once (aiohttp copies them into each answer): a storm's answer.
-_OK = {False: {**TEXT_TYPE, **_ACCEPTED}, True: {**TEXT_TYPE, **_DROPPED}}
+# The heads of a webhook's ``ok``, built once: a storm's answer.
+_OK = {False: head(200, {**TEXT_TYPE, **_ACCEPTED}), True: head(200, {**TEXT_TYPE, **_DROPPED})}
 
 
 def webhook_ok(dropped: bool) -> web.Response:
-    """``200 ok``: posted, or (``dropped``) refused by the limits, which the client need not know.
-
-    The body as bytes with its headers built once: ``text=`` would parse the Content-Type again.
-    """
-    return web.Response(body=b"ok", headers=_OK[dropped])
+    """``200 ok``: posted, or (``dropped``) refused by the limits, which the client need not know."""
+    return Answer(_OK[dropped], b"ok")
 
 
 def webhook_error(code: str, headers: Mapping[str, str] | None = None) -> web.Response:
