@@ -57,16 +57,18 @@ def head(status: int, headers: Mapping[str, str]) -> Head:
     return Head(status, reason, CIMultiDictProxy(CIMultiDict(headers)), line)
 
 
-_clock: list[Any] = [0, b""]  # the whole second of the last Date line, and that line
+class _Clock:
+    """The whole second of the last ``Date`` line, and that line."""
+
+    second, line = 0, b""
 
 
 def _date() -> bytes:
     """The ``Date`` header's line, formatted once a second (as aiohttp does)."""
     now = int(time.time())
-    if now != _clock[0]:
-        _clock[:] = now, f"Date: {formatdate(now, usegmt=True)}\r\n".encode()
-    line: bytes = _clock[1]
-    return line
+    if now != _Clock.second:
+        _Clock.second, _Clock.line = now, f"Date: {formatdate(now, usegmt=True)}\r\n".encode()
+    return _Clock.line
 
 
 class Answer(web.Response):

@@ -10,13 +10,16 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
+import time
 import zlib
 from types import SimpleNamespace
 
 import pytest
 from aiohttp import web
+from aiohttp.helpers import rfc822_formatted_time
 from aiohttp.test_utils import TestServer
 
+from notifier.http import wire
 from notifier.http.serving import make_runner
 from notifier.http.wire import Answer, head
 
@@ -199,3 +202,13 @@ def test_an_answer_keeps_its_heads_headers_read_only():
 def test_a_head_refuses_what_it_cannot_write(status, headers):
     with pytest.raises(ValueError):
         head(status, headers)
+
+
+def test_the_date_is_the_one_aiohttp_writes():
+    """The answers' comparisons above leave the Date aside (a second may turn between two answers)."""
+    for _ in range(5):
+        second = int(time.time())
+        ours, theirs = wire._date(), rfc822_formatted_time()
+        if int(time.time()) == second:
+            break
+    assert ours == f"Date: {theirs}\r\n".encode()
