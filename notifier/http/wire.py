@@ -4,7 +4,8 @@ aiohttp writes a ``web.Response`` through a chain of Python steps: its headers a
 made, then checked one by one for cookies, compression, chunking, an empty body, ``Date``, ``Server``
 and ``Connection``, serialised, buffered, and sent with the body. On a storm's request that chain is
 more than all the gateway's own work, and beside the bare app on one core it was the largest
-difference (``bench/RESULTS.md``: the storms at 0.83-0.93 of its rate with it, 1.11-1.25 without).
+difference (``bench/RESULTS.md``, "Answers written in one piece": the storms at 0.83-0.93 of its
+rate with it, 1.05-1.30 without, in the same hour).
 
 An :class:`Answer` is a ``web.Response`` whose status line and fixed headers are bytes built once
 per kind (a :class:`Head`, shared by every answer of that kind). To an HTTP/1.1 request it writes
