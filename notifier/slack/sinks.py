@@ -20,11 +20,10 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from ..destinations.base import Message, Posted, Sink
-from ..destinations.spec import Destination, from_settings
+from ..destinations.base import Message, Posted
+from ..destinations.spec import Destination
 from ..errors import DeliveryError, MessageGone, Permanent, RateLimited, Transient
 from ..rules import Rule, Rules
-from ..settings import Settings
 
 # Slack error codes worth trying again; anything else is the message's or the setup's fault.
 TRANSIENT_ERRORS = {
@@ -161,13 +160,3 @@ def _classify(status: int, headers: Any, error: str) -> DeliveryError:
     if error in GONE_ERRORS:
         return MessageGone(error)
     return Permanent(error or f"HTTP {status}")
-
-
-def make_sink(settings: Settings, session: aiohttp.ClientSession) -> Sink:
-    """The sink the settings ask for: bot token, webhook, else the console."""
-    destination = from_settings(settings)
-    if destination.kind == "slack":
-        return SlackApiSink(destination, session, settings.channel_rate)
-    if destination.kind == "slack-webhook":
-        return WebhookSink(destination, session, settings.channel_rate)
-    return ConsoleSink()

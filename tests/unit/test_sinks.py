@@ -4,16 +4,23 @@ import aiohttp
 import pytest
 from slack_standin import TOKEN
 
+from notifier.destinations.registry import build
+from notifier.destinations.spec import from_settings
 from notifier.errors import Permanent, RateLimited, Transient
-from notifier.settings import load_settings
+from notifier.settings import Settings, load_settings
 from notifier.slack.messages import event_message
-from notifier.slack.sinks import ConsoleSink, SlackApiSink, WebhookSink, make_sink
+from notifier.slack.sinks import ConsoleSink, SlackApiSink, WebhookSink
 
 
 @pytest.fixture
 async def session():
     async with aiohttp.ClientSession() as s:
         yield s
+
+
+def make_sink(settings: Settings, session: aiohttp.ClientSession):
+    """The sink the gateway builds for ``settings`` (one destination: the bot token, the webhook or the console)."""
+    return build([from_settings(settings)], session, settings.channel_rate).default.inner
 
 
 def api_sink(slack, session, token=TOKEN):
