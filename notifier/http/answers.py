@@ -69,12 +69,16 @@ def json_response(body: Mapping[str, Any], status: int = 200, headers: Mapping[s
 def json_head(status: int, headers: Mapping[str, str] | None = None) -> Head:
     """The head of JSON answers of ``status`` with ``headers``, built once and shared."""
     key = (status, tuple(headers.items())) if headers else status
-    found = _heads.get(key)
-    if found is None:
-        if len(_heads) >= MAX_HEADS:
-            _heads.clear()
-        found = _heads[key] = head(status, {**JSON_TYPE, **headers} if headers else JSON_TYPE)
-    return found
+    return _heads.get(key) or _kept(_heads, key, status, headers or {})
+
+
+def _kept(heads: dict[Any, Head], key: Any, status: int, headers: Mapping[str, str]) -> Head:
+    """A new head of JSON answers, kept in ``heads`` under ``key`` (at most ``MAX_HEADS``: then
+    every one is built again)."""
+    if len(heads) >= MAX_HEADS:
+        heads.clear()
+    made = heads[key] = head(status, {**JSON_TYPE, **headers})
+    return made
 
 
 def refusal_response(body: Mapping[str, Any], retry_after: float) -> web.Response:
@@ -84,11 +88,7 @@ def refusal_response(body: Mapping[str, Any], retry_after: float) -> web.Respons
     share a handful of values.
     """
     seconds = max(1, math.ceil(retry_after))
-    found = _refusal_heads.get(seconds)
-    if found is None:
-        if len(_refusal_heads) >= MAX_HEADS:
-            _refusal_heads.clear()
-        found = _refusal_heads[seconds] = head(429, {**JSON_TYPE, "Retry-After": str(seconds)})
+    found = _refusal_heads.get(seconds) or _kept(_refusal_heads, seconds, 429, {"Retry-After": str(seconds)})
     return Answer(found, orjson.dumps(body))
 
 
