@@ -232,8 +232,17 @@ def test_a_replica_killed_with_a_step_in_hand_loses_nothing(redis_url, slack, tm
         failed = wait_for(
             lambda: next((t for t, s in slack.calls if s == 500), None), 15, what="the step's first, failed post"
         )
-        holder = next(
-            g for g in (a, b) if 'notifier_deliveries_total{outcome="failed"} 1.0' in g.get("/metrics")[1]["_raw"]
+        holder = wait_for(  # the failure is counted after Slack's answer is read
+            lambda: next(
+                (
+                    g
+                    for g in (a, b)
+                    if 'notifier_deliveries_total{outcome="failed"} 1.0' in g.get("/metrics")[1]["_raw"]
+                ),
+                None,
+            ),
+            10,
+            what="the replica that holds the failed step",
         )
         holder.proc.send_signal(signal.SIGKILL)
         holder.proc.wait(5)

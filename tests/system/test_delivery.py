@@ -61,6 +61,11 @@ async def test_429_and_5xx_every_event_arrives_exactly_once(aiohttp_client, redi
     for at, status in calls:
         if status == 429:
             assert not [c for c, _ in calls if at < c < at + 0.95], calls
+
+    async def counted():  # a delivery is counted after its settle, which may trail Slack's answer
+        return 'notifier_deliveries_total{outcome="delivered"} 8.0' in await (await client.get("/metrics")).text()
+
+    await _until(counted, what="8 deliveries counted")
     metrics = await (await client.get("/metrics")).text()
     assert 'notifier_deliveries_total{outcome="rate_limited"} 2.0' in metrics
     assert 'notifier_deliveries_total{outcome="failed"} 3.0' in metrics
