@@ -166,8 +166,7 @@ def test_a_reload_brings_a_new_destination_into_delivery(fleet, monkeypatch):
         assert reload(a)[0] == 200
         assert send(a, "web") == 202
         wait_for(lambda: len(discord.messages) == 1, 10, what="the event in the new destination")
-        assert a.get("/v1/stats", AUTH)[1]["destinations"] == {
-            "chat": {"delivered": 1, "dead": 0, "paused_until": None}
-        }
+        counted = {"chat": {"delivered": 1, "dead": 0, "paused_until": None}}  # a moment after the post
+        wait_for(lambda: a.get("/v1/stats", AUTH)[1]["destinations"] == counted, 10, what="the delivery counted")
     finally:
         discord.stop()
