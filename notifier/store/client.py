@@ -60,6 +60,7 @@ from redis.exceptions import (
     NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
+    RedisClusterException,
     RedisError,
     ResponseError,
     TryAgainError,
@@ -77,7 +78,16 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 # Failures that mean the store is not answering, as opposed to an answer that is an error.
-UNREACHABLE = (RedisConnectionError, RedisTimeoutError, ClusterDownError, OSError, asyncio.TimeoutError)
+# RedisClusterException is not a RedisError: the cluster client raises it when no node answers.
+UNREACHABLE = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ClusterDownError,
+    RedisClusterException,
+    OSError,
+    asyncio.TimeoutError,
+)
+FAILURES = (RedisError, RedisClusterException, OSError, asyncio.TimeoutError)  # every failure of a call
 # Answers of a store that did not run the command: it refused it before any write.
 REFUSALS = (
     NoScriptError,
@@ -136,7 +146,7 @@ class Store:
             raise StoreUnavailable(f"the store did not answer ({self.last_error}); waiting for it to answer again")
         try:
             return await command(*args, **kwargs)
-        except (RedisError, OSError, asyncio.TimeoutError) as exc:
+        except FAILURES as exc:
             self.failures += 1
             if isinstance(exc, OutOfMemoryError):  # over maxmemory: it answers, and refuses writes
                 raise StoreFull(f"store full: {exc}") from exc
@@ -200,7 +210,7 @@ class Store:
             return await how(client, *args)
         except RedisError:
             if isinstance(self.redis, RedisCluster):  # a moved slot or a dead node: read the slot map again
-                with contextlib.suppress(RedisError, OSError):  # the error to raise is the call's
+                with contextlib.suppress(*FAILURES):  # the error to raise is the call's
                     await self.redis.nodes_manager.initialize()
             raise
 
@@ -242,7 +252,7 @@ class Store:
         while True:
             try:
                 await asyncio.wait_for(self.redis.ping(), self.timeout)
-            except (RedisError, OSError, asyncio.TimeoutError) as exc:
+            except FAILURES as exc:
                 self.last_error = _reason(exc, self.last_error)
                 await asyncio.sleep(PROBE_PAUSE)
                 continue

@@ -131,6 +131,32 @@ def test_the_cluster_client_never_sends_an_admission_twice(launch, slack):
         node.stop(kill=True)
 
 
+def test_a_cluster_no_node_of_which_answers_is_503_until_it_is_back(launch, slack):
+    """With every node gone redis-py's cluster client raises RedisClusterException, which is not one of
+    its RedisErrors: still a 503, and the gateway serves again the moment the node is back."""
+    need("redis-server")
+    node = RedisServer(port=cluster_port(), extra=["--cluster-enabled", "yes"])
+    node.extra += ["--cluster-config-file", f"{node.dir}/nodes.conf"]
+    ok = lambda: client(node.port).cluster("info")["cluster_state"] == "ok"  # noqa: E731
+    try:
+        node.start()
+        client(node.port).execute_command("CLUSTER ADDSLOTSRANGE", 0, 16383)
+        wait_for(ok, 10, what="cluster ok")
+        gateway = launch(node.url, NOTIFIER_REDIS_CLUSTER="true")
+        node.stop(kill=True)
+        for i in range(3):  # the first may find its connection cut once sent; the others the circuit open
+            status, body, _ = gateway.post({"category": "db", "text": f"gone-{i}"})
+            assert status == 503 and (i == 0 or body == {"error": PLAIN}), (i, status, body)
+        assert gateway.get("/readyz")[0] == 503
+        node.start()  # the same port and nodes.conf: it serves every slot again, empty
+        wait_for(ok, 10, what="cluster ok again")
+        assert answered(gateway, {"category": "db", "text": "back-1"})[0] == 202
+        assert posted(slack, "back-1") == 1
+        assert not any("gone-" in t for t in slack.texts())
+    finally:
+        node.stop(kill=True)
+
+
 STARTS = "2025-01-01T00:00:00Z"
 ALERT = {"labels": {"alertname": "DiskFull", "instance": "db-1"}, "fingerprint": "f1", "startsAt": STARTS}
 HELD = {"labels": {"alertname": "HeldAlert", "instance": "db-2"}, "fingerprint": "f2", "startsAt": STARTS}

@@ -8,7 +8,7 @@ import pytest
 from builders import build_limiter
 from helpers import free_port
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ReadOnlyError, ResponseError
+from redis.exceptions import NoScriptError, ReadOnlyError, RedisClusterException, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from notifier.admission.admit import Admission
@@ -175,3 +175,39 @@ def test_a_payload_is_a_plain_503_only_when_nothing_of_it_may_post():
     assert of("unavailable", "not replicated") == "not replicated"
     assert of("unavailable", "accepted") == of("resolved", "unavailable") == "outcome unknown"
     assert of("not replicated", "outcome unknown") == "outcome unknown"
+
+
+async def test_a_cluster_no_node_of_which_answers_opens_the_circuit():
+    """The cluster client raises RedisClusterException, which is not a RedisError, when no node answers."""
+    store = connect(f"redis://127.0.0.1:{free_port()}/0", cluster=True, timeout=0.3)
+    with pytest.raises(StoreUnavailable, match="cannot be connected"):
+        await store.call(store.redis.get, "k")
+    assert not store.answering
+    await asyncio.sleep(0.3)  # the probe fails meanwhile, and keeps probing
+    assert store._probe is not None and not store._probe.done()
+    with pytest.raises(StoreUnavailable):
+        await store.run(Scripts(store.redis).admit, ["k"], [], 0.3)
+    await store.close()
+
+
+async def test_the_probe_outlasts_a_cluster_client_that_cannot_connect():
+    class Cluster:
+        pings = 0
+
+        async def ping(self) -> bool:
+            self.pings += 1
+            if self.pings < 3:
+                raise RedisClusterException("Redis Cluster cannot be connected.")
+            return True
+
+        async def aclose(self) -> None:
+            pass
+
+    store = Store(Cluster(), timeout=0.3)
+    store._open_circuit(RedisClusterException("Redis Cluster cannot be connected."))
+    for _ in range(100):
+        if store.answering:
+            break
+        await asyncio.sleep(0.01)
+    assert store.answering and store.redis.pings == 3
+    await store.close()
