@@ -43,7 +43,7 @@ from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..store.secret import ControlKey
-from ..tasks import cancel_and_wait, every, until_answered
+from ..tasks import STORE_RETRY, cancel_and_wait, every, until_answered
 from .channels import Channels
 from .compose import Composer
 from .digests import Digests
@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 MAX_HELD = 512  # entries one replica holds at once; the rest wait in the stream for others
 GONE_AFTER_MS = 86_400_000  # a consumer that held nothing and read nothing for a day is a replica gone
 MAX_SENT = 4096  # stream ids remembered as sent: more than any read can bring back at once
+STORE_ATTEMPTS = 5  # tries of an entry whose steps before the post the store failed (2-4 s): a blip, a failover
 
 
 class Sent(NamedTuple):
@@ -183,6 +184,11 @@ class Delivery:
                 # this replica's name that it never saw: read its own pending entries again first.
                 resume_from = "0"
                 continue
+            except Exception:  # a bug here must not stop this replica's deliveries for good
+                log.exception("reading the outbox failed; reading again")
+                await asyncio.sleep(0.5 + random.uniform(0, 0.5))
+                resume_from = "0"
+                continue
             if resume_from is not None:
                 resume_from = entries[-1][0] if len(entries) == READ_COUNT else None
             if not entries and self._store.embedded:
@@ -237,7 +243,7 @@ class Delivery:
             self._sending.add(stream_id)
             try:
                 taken = self._held[stream_id]
-                if not await self._deliver(taken):  # it waited too long: fold the channel's stale backlog
+                if not await self._deliver_answered(taken):  # it waited too long: fold the stale backlog
                     backlog = await self._folder.fold(taken, queue, self._held)
                     for alert in backlog.posted:  # each alert once, as it stands now
                         await self._deliver(alert, fold=False)
@@ -249,6 +255,20 @@ class Delivery:
             finally:
                 self._sending.discard(stream_id)
                 self._held.pop(stream_id, None)
+
+    async def _deliver_answered(self, taken: Taken) -> bool:
+        """``_deliver``, again when the store fails a step before the post (each step after one waits for the
+        store itself). Else it waits ``claim_idle``, or a failed read; bounded: a refused entry holds no channel."""
+        failed = 0
+        while True:
+            try:
+                return await self._deliver(taken)
+            except StoreUnavailable as exc:
+                failed += 1
+                if failed == STORE_ATTEMPTS:
+                    raise
+                log.warning("store unavailable before posting %s: %s; trying again", taken.stream_id, exc)
+                await asyncio.sleep(STORE_RETRY + random.uniform(0, STORE_RETRY))
 
     async def _deliver(self, taken: Taken, fold: bool = True) -> bool:
         """Post an entry (or settle it as failed); False, having done nothing, when it is stale by the time

@@ -8,6 +8,11 @@ import time
 
 from slack_standin import TOKEN
 
+from notifier.delivery.channels import Channels
+from notifier.delivery.compose import Composer
+from notifier.delivery.group import ConsumerGroup
+from notifier.delivery.worker import STORE_ATTEMPTS
+from notifier.errors import StoreUnavailable
 from notifier.http.app import create_app
 from notifier.settings import load_settings
 
@@ -183,3 +188,76 @@ async def test_dead_letters_are_kept_up_to_their_bound_the_oldest_going_first(ai
     await _until(three_dead, what="three dead-lettered")
     entries = await _dead(client, 2)
     assert [e["id"] for e in entries] == ids[1:]  # the oldest went first
+
+
+async def test_a_store_failure_before_the_post_is_retried_at_once_not_after_claim_idle(
+    aiohttp_client, redis_url, slack, monkeypatch
+):
+    """A step before the post (here the channel's pace) finds the store gone for a moment: the entry is
+    posted once the store answers, not left pending until another replica reclaims it (60 s here)."""
+    failures = []
+    bucket = Channels.bucket
+
+    async def flaky(self, channel):
+        if not failures:
+            failures.append(channel)
+            raise StoreUnavailable("Connection closed by server.")
+        return await bucket(self, channel)
+
+    monkeypatch.setattr(Channels, "bucket", flaky)
+    client = await aiohttp_client(create_app(_settings(redis_url, slack, claim_idle="60s")))
+    await _post(client, ["blip-1"])
+
+    async def delivered():
+        return _counts(slack, "blip") == {"blip-1": 1}
+
+    await _until(delivered, timeout=10, what="the event posted within seconds")
+    assert failures == ["#alerts"]
+
+
+async def test_a_read_of_the_outbox_that_fails_unexpectedly_is_made_again(
+    aiohttp_client, redis_url, slack, monkeypatch
+):
+    """Whatever a read raises (a client's exception of a kind no one foresaw), the reader goes on."""
+    failures = []
+    read = ConsumerGroup.read
+
+    async def flaky(self, start):
+        if not failures:
+            failures.append(start)
+            raise RuntimeError("an exception of an unforeseen kind")
+        return await read(self, start)
+
+    monkeypatch.setattr(ConsumerGroup, "read", flaky)
+    client = await aiohttp_client(create_app(_settings(redis_url, slack)))
+    await _post(client, ["reread-1"])
+
+    async def delivered():
+        return _counts(slack, "reread") == {"reread-1": 1}
+
+    await _until(delivered, timeout=10, what="the event posted after the failed read")
+    assert failures == ["0"]
+
+
+async def test_an_entry_the_store_always_fails_before_its_post_does_not_hold_its_channel(
+    aiohttp_client, redis_url, slack, monkeypatch
+):
+    """Tried a few times (STORE_ATTEMPTS), then left for claim_idle: the channel's next entry goes out."""
+    tries = []
+    message = Composer.message
+
+    async def refused(self, taken):
+        if "poison" in taken.entry.event.get("text", ""):
+            tries.append(taken.stream_id)
+            raise StoreUnavailable("WRONGTYPE Operation against a key holding the wrong kind of value")
+        return await message(self, taken)
+
+    monkeypatch.setattr(Composer, "message", refused)
+    client = await aiohttp_client(create_app(_settings(redis_url, slack, claim_idle="60s")))
+    await _post(client, ["poison-1", "after-1"])
+
+    async def delivered():
+        return _counts(slack, "after") == {"after-1": 1}
+
+    await _until(delivered, timeout=10, what="the channel's next entry posted")
+    assert len(tries) == STORE_ATTEMPTS and len(set(tries)) == 1 and not _counts(slack, "poison")
