@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -88,6 +89,7 @@ UNREACHABLE = (
     asyncio.TimeoutError,
 )
 FAILURES = (RedisError, RedisClusterException, OSError, asyncio.TimeoutError)  # every failure of a call
+_REDIS_PY = os.path.join(os.path.dirname(os.path.dirname(redis.__file__)), "")  # redis-py: its frames in a traceback
 # Answers of a store that did not run the command: it refused it before any write.
 REFUSALS = (
     NoScriptError,
@@ -146,11 +148,13 @@ class Store:
             raise StoreUnavailable(f"the store did not answer ({self.last_error}); waiting for it to answer again")
         try:
             return await command(*args, **kwargs)
-        except FAILURES as exc:
+        except Exception as exc:
+            if not isinstance(exc, FAILURES) and not _connection_torn(exc):
+                raise
             self.failures += 1
             if isinstance(exc, OutOfMemoryError):  # over maxmemory: it answers, and refuses writes
                 raise StoreFull(f"store full: {exc}") from exc
-            if isinstance(exc, UNREACHABLE):
+            if isinstance(exc, UNREACHABLE) or _connection_torn(exc):
                 self._open_circuit(exc)
                 raise StoreUnavailable(self.last_error) from exc
             raise StoreUnavailable(_reason(exc)) from exc
@@ -248,11 +252,16 @@ class Store:
             self._probe = asyncio.get_running_loop().create_task(self._until_answered())
 
     async def _until_answered(self) -> None:
-        """Keep one PING outstanding until the store answers one, then close the circuit."""
+        """Keep one PING outstanding until the store answers one, then close the circuit.
+
+        Whatever a PING raises, the store did not answer it: a probe that stopped would leave the
+        circuit open for good (redis-py's cluster client has raised uvloop's RuntimeError of a closed
+        transport, after it closed its connections on CLUSTERDOWN while the PING was being written).
+        """
         while True:
             try:
                 await asyncio.wait_for(self.redis.ping(), self.timeout)
-            except FAILURES as exc:
+            except Exception as exc:  # whatever it was: see above
                 self.last_error = _reason(exc, self.last_error)
                 await asyncio.sleep(PROBE_PAUSE)
                 continue
@@ -325,6 +334,24 @@ class Sending:
     """Whether a call went to the store: set once its connection was made, just before it is sent."""
 
     sent: bool = False
+
+
+def _connection_torn(exc: BaseException) -> bool:
+    """An AttributeError or RuntimeError raised inside redis-py: a connection closed under a command.
+
+    redis-py's cluster client closes every connection when a node answers ``CLUSTERDOWN`` (to read
+    the slot map again), also those that other commands are writing on at that moment; these then
+    fail with ``'NoneType' object has no attribute 'writelines'`` or uvloop's "the handler is closed".
+    Such an error elsewhere is a bug of the gateway's, and is raised as it is.
+    """
+    if not isinstance(exc, (AttributeError, RuntimeError)):
+        return False
+    frames = exc.__traceback__
+    while frames is not None:
+        if frames.tb_frame.f_code.co_filename.startswith(_REDIS_PY):
+            return True
+        frames = frames.tb_next
+    return False
 
 
 def _reason(exc: BaseException, before: str = "") -> str:

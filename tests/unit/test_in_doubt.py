@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import redis.asyncio as redis_asyncio
 from builders import build_limiter
 from helpers import free_port
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -190,14 +191,20 @@ async def test_a_cluster_no_node_of_which_answers_opens_the_circuit():
     await store.close()
 
 
-async def test_the_probe_outlasts_a_cluster_client_that_cannot_connect():
+async def test_the_probe_outlasts_whatever_a_cluster_client_raises():
+    """Seen from redis-py's cluster client: its own exception, and uvloop's of a transport it closed."""
+    failures = [
+        RedisClusterException("Redis Cluster cannot be connected."),
+        RuntimeError("unable to perform operation on <TCPTransport closed=True>; the handler is closed"),
+    ]
+
     class Cluster:
         pings = 0
 
         async def ping(self) -> bool:
             self.pings += 1
-            if self.pings < 3:
-                raise RedisClusterException("Redis Cluster cannot be connected.")
+            if self.pings <= len(failures):
+                raise failures[self.pings - 1]
             return True
 
         async def aclose(self) -> None:
@@ -211,3 +218,24 @@ async def test_the_probe_outlasts_a_cluster_client_that_cannot_connect():
         await asyncio.sleep(0.01)
     assert store.answering and store.redis.pings == 3
     await store.close()
+
+
+async def test_a_connection_closed_under_a_command_is_a_store_that_did_not_answer():
+    """redis-py's cluster client closes every connection on CLUSTERDOWN, also one another command is
+    writing on: that command fails inside redis-py with an AttributeError (or uvloop's RuntimeError)."""
+    closed = redis_asyncio.Connection(host="127.0.0.1", port=free_port())  # no writer: as after its close
+    store = Store(object(), embedded=True)
+    with pytest.raises(StoreUnavailable, match="writelines"):
+        await store.call(closed._send_packed_command, [b"PING\r\n"])
+    assert not store.answering
+    store._probe.cancel()  # its PING, of an object(), would never be answered
+
+
+async def test_an_attribute_error_of_the_gateways_own_is_raised_as_it_is():
+    async def bug() -> None:
+        raise AttributeError("'Event' object has no attribute 'txt'")
+
+    store = Store(object(), embedded=True)
+    with pytest.raises(AttributeError, match="txt"):
+        await store.call(bug)
+    assert store.answering and store.failures == 0
