@@ -29,10 +29,22 @@ T = TypeVar("T")
 
 async def until_answered(doing: str, call: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
     """``await call(...)`` until the store answers: what Slack already took must be recorded."""
+    return await answered_within(None, doing, call, *args, **kwargs)
+
+
+async def answered_within(
+    attempts: int | None, doing: str, call: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """``await call(...)``, again while the store does not answer: ``attempts`` times at most (None:
+    until it answers), the last failure raised."""
+    failed = 0
     while True:
         try:
             return await call(*args, **kwargs)
         except StoreUnavailable as exc:
+            failed += 1
+            if failed == attempts:
+                raise
             log.warning("store unavailable while %s: %s", doing, exc)
             await asyncio.sleep(STORE_RETRY + random.uniform(0, STORE_RETRY))
 

@@ -43,7 +43,7 @@ from ..store.client import Store
 from ..store.keys import Keys
 from ..store.scripts import Scripts
 from ..store.secret import ControlKey
-from ..tasks import STORE_RETRY, cancel_and_wait, every, until_answered
+from ..tasks import answered_within, cancel_and_wait, every, until_answered
 from .channels import Channels
 from .compose import Composer
 from .digests import Digests
@@ -177,16 +177,14 @@ class Delivery:
                 entries = read
                 for stream_id, fields in entries:
                     await self._take(stream_id, fields, read_at)
-            except StoreUnavailable as exc:
-                log.warning("store unavailable while reading the outbox: %s", exc)
+            except Exception as exc:  # whatever it was, this replica's deliveries must not stop for good
+                if isinstance(exc, StoreUnavailable):
+                    log.warning("store unavailable while reading the outbox: %s", exc)
+                else:
+                    log.exception("reading the outbox failed; reading again")
                 await asyncio.sleep(0.5 + random.uniform(0, 0.5))
                 # A read the store served while its reply was lost left entries pending under
                 # this replica's name that it never saw: read its own pending entries again first.
-                resume_from = "0"
-                continue
-            except Exception:  # a bug here must not stop this replica's deliveries for good
-                log.exception("reading the outbox failed; reading again")
-                await asyncio.sleep(0.5 + random.uniform(0, 0.5))
                 resume_from = "0"
                 continue
             if resume_from is not None:
@@ -243,7 +241,10 @@ class Delivery:
             self._sending.add(stream_id)
             try:
                 taken = self._held[stream_id]
-                if not await self._deliver_answered(taken):  # it waited too long: fold the stale backlog
+                # A store failure in _deliver comes before the post (each step after one waits for the store
+                # itself): tried again now, not left for claim_idle; bounded, so a refused entry holds no channel.
+                delivering = f"delivering {stream_id}"
+                if not await answered_within(STORE_ATTEMPTS, delivering, self._deliver, taken):  # stale: fold
                     backlog = await self._folder.fold(taken, queue, self._held)
                     for alert in backlog.posted:  # each alert once, as it stands now
                         await self._deliver(alert, fold=False)
@@ -255,20 +256,6 @@ class Delivery:
             finally:
                 self._sending.discard(stream_id)
                 self._held.pop(stream_id, None)
-
-    async def _deliver_answered(self, taken: Taken) -> bool:
-        """``_deliver``, again when the store fails a step before the post (each step after one waits for the
-        store itself). Else it waits ``claim_idle``, or a failed read; bounded: a refused entry holds no channel."""
-        failed = 0
-        while True:
-            try:
-                return await self._deliver(taken)
-            except StoreUnavailable as exc:
-                failed += 1
-                if failed == STORE_ATTEMPTS:
-                    raise
-                log.warning("store unavailable before posting %s: %s; trying again", taken.stream_id, exc)
-                await asyncio.sleep(STORE_RETRY + random.uniform(0, STORE_RETRY))
 
     async def _deliver(self, taken: Taken, fold: bool = True) -> bool:
         """Post an entry (or settle it as failed); False, having done nothing, when it is stale by the time

@@ -149,12 +149,13 @@ class Store:
         try:
             return await command(*args, **kwargs)
         except Exception as exc:
-            if not isinstance(exc, FAILURES) and not _connection_torn(exc):
+            torn = _connection_torn(exc)
+            if not torn and not isinstance(exc, FAILURES):
                 raise
             self.failures += 1
             if isinstance(exc, OutOfMemoryError):  # over maxmemory: it answers, and refuses writes
                 raise StoreFull(f"store full: {exc}") from exc
-            if isinstance(exc, UNREACHABLE) or _connection_torn(exc):
+            if torn or isinstance(exc, UNREACHABLE):
                 self._open_circuit(exc)
                 raise StoreUnavailable(self.last_error) from exc
             raise StoreUnavailable(_reason(exc)) from exc
