@@ -43,6 +43,31 @@ def _counts(slack, prefix):
     return {t: texts.count(t) for t in texts}
 
 
+async def _posted_once(slack, text, what, timeout=30.0):
+    """Until ``text`` (``prefix-N``) is posted, and no other of its prefix is."""
+    prefix = text.rsplit("-", 1)[0]
+
+    async def posted():
+        return _counts(slack, prefix) == {text: 1}
+
+    await _until(posted, timeout, what=what)
+
+
+def _first_call_fails(monkeypatch, owner, name, error):
+    """``owner.name`` (a method of one argument) raises ``error`` when first called; what it was called with."""
+    failures = []
+    real = getattr(owner, name)
+
+    async def once(self, arg):
+        if not failures:
+            failures.append(arg)
+            raise error
+        return await real(self, arg)
+
+    monkeypatch.setattr(owner, name, once)
+    return failures
+
+
 async def _post(client, texts):
     for text in texts:
         response = await client.post("/v1/events", json={"category": "ops", "text": text})
@@ -101,10 +126,7 @@ async def test_permanent_error_dead_letters_at_once_and_requeue_delivers(aiohttp
     response = await client.post("/v1/dead/requeue", headers={"Content-Type": "application/json"})  # open mode
     assert (await response.json()) == {"status": "requeued", "count": 1, "ids": [event_id]}
 
-    async def delivered():
-        return _counts(slack, "lost") == {"lost-1": 1}
-
-    await _until(delivered, what="requeued event delivered")
+    await _posted_once(slack, "lost-1", "requeued event delivered")
     body = await (await client.get("/v1/dead")).json()
     assert body["count"] == 0
     assert body["counters"] == {"delivered": 1, "delivered_again": 0, "dead_lettered": 1, "requeued": 1}
@@ -121,10 +143,7 @@ async def test_transient_beyond_max_attempts_dead_letters_then_requeue_by_id(aio
     response = await client.post("/v1/dead/requeue", json={"ids": [entry["id"]]})
     assert (await response.json())["ids"] == [entry["id"]]
 
-    async def delivered():
-        return _counts(slack, "flaky") == {"flaky-1": 1}
-
-    await _until(delivered, what="requeued event delivered")
+    await _posted_once(slack, "flaky-1", "requeued event delivered")
     metrics = await (await client.get("/metrics")).text()
     assert 'notifier_deliveries_total{outcome="dead_lettered"} 1.0' in metrics
 
@@ -195,23 +214,11 @@ async def test_a_store_failure_before_the_post_is_retried_at_once_not_after_clai
 ):
     """A step before the post (here the channel's pace) finds the store gone for a moment: the entry is
     posted once the store answers, not left pending until another replica reclaims it (60 s here)."""
-    failures = []
-    bucket = Channels.bucket
-
-    async def flaky(self, channel):
-        if not failures:
-            failures.append(channel)
-            raise StoreUnavailable("Connection closed by server.")
-        return await bucket(self, channel)
-
-    monkeypatch.setattr(Channels, "bucket", flaky)
+    failures = _first_call_fails(monkeypatch, Channels, "bucket", StoreUnavailable("Connection closed by server."))
     client = await aiohttp_client(create_app(_settings(redis_url, slack, claim_idle="60s")))
     await _post(client, ["blip-1"])
 
-    async def delivered():
-        return _counts(slack, "blip") == {"blip-1": 1}
-
-    await _until(delivered, timeout=10, what="the event posted within seconds")
+    await _posted_once(slack, "blip-1", "the event posted within seconds", timeout=10)
     assert failures == ["#alerts"]
 
 
@@ -219,23 +226,11 @@ async def test_a_read_of_the_outbox_that_fails_unexpectedly_is_made_again(
     aiohttp_client, redis_url, slack, monkeypatch
 ):
     """Whatever a read raises (a client's exception of a kind no one foresaw), the reader goes on."""
-    failures = []
-    read = ConsumerGroup.read
-
-    async def flaky(self, start):
-        if not failures:
-            failures.append(start)
-            raise RuntimeError("an exception of an unforeseen kind")
-        return await read(self, start)
-
-    monkeypatch.setattr(ConsumerGroup, "read", flaky)
+    failures = _first_call_fails(monkeypatch, ConsumerGroup, "read", RuntimeError("an exception of an unforeseen kind"))
     client = await aiohttp_client(create_app(_settings(redis_url, slack)))
     await _post(client, ["reread-1"])
 
-    async def delivered():
-        return _counts(slack, "reread") == {"reread-1": 1}
-
-    await _until(delivered, timeout=10, what="the event posted after the failed read")
+    await _posted_once(slack, "reread-1", "the event posted after the failed read", timeout=10)
     assert failures == ["0"]
 
 
@@ -256,8 +251,5 @@ async def test_an_entry_the_store_always_fails_before_its_post_does_not_hold_its
     client = await aiohttp_client(create_app(_settings(redis_url, slack, claim_idle="60s")))
     await _post(client, ["poison-1", "after-1"])
 
-    async def delivered():
-        return _counts(slack, "after") == {"after-1": 1}
-
-    await _until(delivered, timeout=10, what="the channel's next entry posted")
+    await _posted_once(slack, "after-1", "the channel's next entry posted", timeout=10)
     assert len(tries) == STORE_ATTEMPTS and len(set(tries)) == 1 and not _counts(slack, "poison")
